@@ -1,0 +1,45 @@
+import { createHmac } from 'node:crypto';
+import { standardWebhooksKey } from './secrets.js';
+
+// The "sign" stage of the webhook pipeline (STYLE.md 7): the signature headers of one attempt.
+// API.md §4 "A delivery" lists the headers; §6 "Webhook secrets and signatures" fixes the keys.
+
+/** What one attempt is signed over, and with which secrets. */
+export interface DeliveryToSign {
+  /** The delivery's UUID; also sent as `X-Service-Delivery`, the same on every attempt. */
+  deliveryId: string;
+  /** Unix seconds of this attempt: every attempt is signed afresh (API.md §6). */
+  timestamp: number;
+  /** The exact request body, byte for byte as it is sent. */
+  body: string;
+  /** The current secret first, then a previous one still inside its 24 h rotation overlap. */
+  secrets: readonly string[];
+}
+
+/** Returns the signature headers (lower-case names) for one delivery attempt. */
+export function signDelivery({ deliveryId, timestamp, body, secrets }: DeliveryToSign): Record<string, string> {
+  const [current] = secrets;
+  if (current === undefined) throw new Error('signDelivery needs at least one secret');
+  if (!Number.isSafeInteger(timestamp) || timestamp < 0) {
+    throw new Error(`signDelivery timestamp must be whole unix seconds, got ${timestamp}`);
+  }
+  // GitHub-style headers carry one signature only, so they use the current secret; GitHub
+  // verifiers key the HMAC with the UTF-8 bytes of the whole secret string, prefix included.
+  const githubKey = Buffer.from(current, 'utf8');
+  return {
+    'x-hub-signature': 'sha1=' + createHmac('sha1', githubKey).update(body, 'utf8').digest('hex'),
+    'x-hub-signature-256': 'sha256=' + createHmac('sha256', githubKey).update(body, 'utf8').digest('hex'),
+    'webhook-id': deliveryId,
+    'webhook-timestamp': String(timestamp),
+    // Standard Webhooks allows several space-separated signatures; during a rotation overlap
+    // (API.md §4) each secret adds one, so a receiver holding either secret accepts the delivery.
+    'webhook-signature': secrets
+      .map((secret) => `v1,${standardWebhooksSignature(secret, deliveryId, timestamp, body)}`)
+      .join(' '),
+  };
+}
+
+/** Base64 HMAC-SHA256 of `id.timestamp.body` under the decoded secret (Standard Webhooks v1). */
+function standardWebhooksSignature(secret: string, id: string, timestamp: number, body: string): string {
+  return createHmac('sha256', standardWebhooksKey(secret)).update(`${id}.${timestamp}.${body}`, 'utf8').digest('base64');
+}
