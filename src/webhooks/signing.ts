@@ -23,23 +23,32 @@ export function signDelivery({ deliveryId, timestamp, body, secrets }: DeliveryT
   if (!Number.isSafeInteger(timestamp) || timestamp < 0) {
     throw new Error(`signDelivery timestamp must be whole unix seconds, got ${timestamp}`);
   }
-  // GitHub-style headers carry one signature only, so they use the current secret; GitHub
-  // verifiers key the HMAC with the UTF-8 bytes of the whole secret string, prefix included.
-  const githubKey = Buffer.from(current, 'utf8');
+  // GitHub-style headers carry one signature only, so they use the current secret.
   return {
-    'x-hub-signature': 'sha1=' + createHmac('sha1', githubKey).update(body, 'utf8').digest('hex'),
-    'x-hub-signature-256': 'sha256=' + createHmac('sha256', githubKey).update(body, 'utf8').digest('hex'),
+    'x-hub-signature': 'sha1=' + hubSignature('sha1', current, body).toString('hex'),
+    'x-hub-signature-256': 'sha256=' + hubSignature('sha256', current, body).toString('hex'),
     'webhook-id': deliveryId,
     'webhook-timestamp': String(timestamp),
     // Standard Webhooks allows several space-separated signatures; during a rotation overlap
     // (API.md §4) each secret adds one, so a receiver holding either secret accepts the delivery.
     'webhook-signature': secrets
-      .map((secret) => `v1,${standardWebhooksSignature(secret, deliveryId, timestamp, body)}`)
+      .map((secret) => `v1,${standardWebhooksSignature(secret, deliveryId, String(timestamp), body).toString('base64')}`)
       .join(' '),
   };
 }
 
-/** Base64 HMAC-SHA256 of `id.timestamp.body` under the decoded secret (Standard Webhooks v1). */
-function standardWebhooksSignature(secret: string, id: string, timestamp: number, body: string): string {
-  return createHmac('sha256', standardWebhooksKey(secret)).update(`${id}.${timestamp}.${body}`, 'utf8').digest('base64');
+/**
+ * The raw X-Hub-Signature(-256) HMAC of `body`. GitHub verifiers key it with the UTF-8 bytes of
+ * the whole secret string, `whsec_` prefix included (API.md §6).
+ */
+export function hubSignature(algorithm: 'sha1' | 'sha256', secret: string, body: string | Buffer): Buffer {
+  return createHmac(algorithm, Buffer.from(secret, 'utf8')).update(body).digest();
+}
+
+/**
+ * The raw Standard Webhooks v1 HMAC-SHA256 of `id.timestamp.body`, keyed with the decoded bytes
+ * after `whsec_` (API.md §6). The body is hashed as given, so a receiver can pass raw bytes.
+ */
+export function standardWebhooksSignature(secret: string, id: string, timestamp: string, body: string | Buffer): Buffer {
+  return createHmac('sha256', standardWebhooksKey(secret)).update(`${id}.${timestamp}.`, 'utf8').update(body).digest();
 }
