@@ -1,0 +1,118 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { request } from 'undici';
+import { createGuardedAgent } from '../webhooks/address-guard.js';
+import { InvalidSecretError, generateSecret } from '../webhooks/secrets.js';
+import { sendAttempt } from '../webhooks/send-attempt.js';
+import { signDelivery } from '../webhooks/signing.js';
+import { startListener, type Listener } from './listen.js';
+
+/** Collects what the listener prints. */
+function capture(): { write(text: string): void; text: string } {
+  return {
+    text: '',
+    write(text: string) {
+      this.text += text;
+    },
+  };
+}
+
+describe('startListener', () => {
+  const secret = generateSecret();
+  const agent = createGuardedAgent({ allowPrivate: true });
+  let listener: Listener | undefined;
+
+  afterEach(async () => {
+    await listener?.close();
+    listener = undefined;
+  });
+
+  const body = JSON.stringify({ action: 'created', experience: { id: 42, title: 'Tea' } });
+
+  /** Sends a delivery the way the dispatcher does, signed with `secrets`. */
+  const deliver = (port: number, secrets: string[], extraBody = '') =>
+    sendAttempt({
+      url: `http://127.0.0.1:${port}/hooks/restwire`,
+      headers: {
+        'x-service-delivery': 'b2f1c1de-0000-4000-8000-000000000042',
+        'x-service-event': 'experience',
+        'x-service-hook-id': '7',
+        ...signDelivery({
+          deliveryId: 'b2f1c1de-0000-4000-8000-000000000042',
+          timestamp: Math.floor(Date.now() / 1000),
+          body,
+          secrets,
+        }),
+      },
+      body: body + extraBody,
+      dispatcher: agent,
+      timeoutMs: 5000,
+    });
+
+  it('answers 204 to a signed delivery and prints it', async () => {
+    const out = capture();
+    listener = await startListener({ port: 0, secret, out });
+    expect(listener.port).toBeGreaterThan(0);
+
+    const outcome = await deliver(listener.port, [secret]);
+    expect(outcome).toMatchObject({ ok: true, statusCode: 204 });
+    expect(out.text).toMatch(/^── \d{4}-\d\d-\d\dT[\d:.]+Z {2}POST \/hooks\/restwire\n/);
+    expect(out.text).toContain('event     experience');
+    expect(out.text).toContain('delivery  b2f1c1de-0000-4000-8000-000000000042');
+    expect(out.text).toContain('hook      7');
+    expect(out.text).toContain('verified  ✓');
+    expect(out.text).toContain('  "action": "created",'); // pretty-printed JSON
+  });
+
+  it('accepts a rotation overlap signed with the previous secret as well', async () => {
+    listener = await startListener({ port: 0, secret, out: capture() });
+    expect((await deliver(listener.port, [generateSecret(), secret])).statusCode).toBe(204);
+  });
+
+  it('answers 401 to a bad signature or a tampered body, and says so', async () => {
+    const out = capture();
+    listener = await startListener({ port: 0, secret, out });
+
+    const wrongSecret = await deliver(listener.port, [generateSecret()]);
+    expect(wrongSecret.statusCode).toBe(401);
+    expect(wrongSecret.responseBody).toBe('signature verification failed\n');
+
+    expect((await deliver(listener.port, [secret], ' ')).statusCode).toBe(401);
+    expect(out.text.match(/verified {2}✗/g)).toHaveLength(2);
+    expect(out.text).not.toContain('✓');
+  });
+
+  it('answers 401 to an unsigned POST and prints a non-JSON body safely', async () => {
+    const out = capture();
+    listener = await startListener({ port: 0, secret, out });
+    const response = await request(`http://127.0.0.1:${listener.port}/x`, {
+      method: 'POST',
+      body: 'plain \u001b[31mred\u001b[0m text',
+    });
+    expect(response.statusCode).toBe(401);
+    await response.body.text();
+    expect(out.text).toContain('plain \uFFFD[31mred\uFFFD[0m text');
+    expect(out.text).not.toContain('\u001b');
+  });
+
+  it('answers 405 to anything but POST', async () => {
+    listener = await startListener({ port: 0, secret, out: capture() });
+    const response = await request(`http://127.0.0.1:${listener.port}/`);
+    expect(response.statusCode).toBe(405);
+    expect(response.headers.allow).toBe('POST');
+    await response.body.text();
+  });
+
+  it('refuses an unusable secret or port at start-up', async () => {
+    await expect(startListener({ port: 0, secret: 'hunter2', out: capture() })).rejects.toThrow(InvalidSecretError);
+    await expect(startListener({ port: 70_000, secret, out: capture() })).rejects.toThrow(/port must be/);
+  });
+
+  it('rejects when the port is taken, and stops answering once closed', async () => {
+    listener = await startListener({ port: 0, secret, out: capture() });
+    const { port } = listener;
+    await expect(startListener({ port, secret, out: capture() })).rejects.toThrow(/EADDRINUSE/);
+    await listener.close();
+    listener = undefined;
+    expect((await deliver(port, [secret])).error).toBe('connection refused');
+  });
+});
