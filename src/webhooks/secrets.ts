@@ -78,9 +78,7 @@ export function createSecretBox(secretKey: string): SecretBox {
       const cipher = createCipheriv('aes-256-gcm', key, iv);
       const ciphertext = Buffer.concat([cipher.update(plain, 'utf8'), cipher.final()]);
       const tag = cipher.getAuthTag();
-      return [BOX_VERSION, iv, tag, ciphertext]
-        .map((part) => (typeof part === 'string' ? part : part.toString('base64url')))
-        .join('.');
+      return [BOX_VERSION, ...[iv, tag, ciphertext].map((bytes) => bytes.toString('base64url'))].join('.');
     },
 
     open(sealed: string): string {
