@@ -1,0 +1,96 @@
+import { randomUUID } from 'node:crypto';
+import cors from '@fastify/cors';
+import Fastify, { type FastifyInstance } from 'fastify';
+import { basicAuthentication, storeVerifier, type Authenticator } from './auth/authenticators.js';
+import { loadKeys, type Keys } from './auth/keys.js';
+import { UserStore } from './auth/users.js';
+import type { Config } from './config.js';
+import type { Storage } from './db/database.js';
+import { createMetrics, type Metrics } from './http/metrics.js';
+import { registerOperations } from './http/operations.js';
+import { CursorCodec } from './http/pagination.js';
+import { BODY_LIMIT } from './http/parsers.js';
+import { createPipeline } from './http/pipeline.js';
+import { notFoundHandler, problemHandler } from './http/problem-handler.js';
+import { METHODS, type View } from './http/view.js';
+import { experiences } from './resources/experiences.js';
+import type { ChangeListener } from './resources/resource.js';
+import { rootView } from './resources/root.js';
+import { meView, users } from './resources/users.js';
+import { buildViewSet } from './resources/viewset.js';
+import { RequestThrottle, type LimiterFactory } from './throttling/request-throttle.js';
+
+/** Everything a running server holds, for the CLI to start and stop. */
+export interface App {
+  readonly server: FastifyInstance;
+  readonly config: Config;
+  readonly storage: Storage;
+  readonly keys: Keys;
+  readonly users: UserStore;
+  readonly metrics: Metrics;
+}
+
+export interface AppOptions {
+  readonly limiterFactory?: LimiterFactory;
+  readonly listeners?: readonly ChangeListener[];
+}
+
+/** Which headers carry secrets: never logged (API.md §3 fine print; issue #3). */
+const REDACTED = ['req.headers.authorization', 'req.headers.cookie', 'req.headers["x-csrftoken"]'];
+
+/** Assembles the HTTP server: pipeline, resources, operations. Does not listen. */
+export async function buildApp(config: Config, storage: Storage, options: AppOptions = {}): Promise<App> {
+  const server = Fastify({
+    logger: { level: config.logLevel, redact: REDACTED },
+    genReqId: () => randomUUID(),
+    trustProxy: config.trustProxy,
+    bodyLimit: BODY_LIMIT,
+    exposeHeadRoutes: false,
+    return503OnClosing: true,
+  });
+  const keys = await loadKeys(storage.db, config.secretKey);
+  const metrics = createMetrics();
+  const userStore = new UserStore(storage.db);
+
+  const authenticators: Authenticator[] = [basicAuthentication(storeVerifier(userStore))];
+  const throttle = new RequestThrottle({ anon: config.rateLimitAnon, user: config.rateLimitUser }, options.limiterFactory);
+  const pipeline = createPipeline({ authenticators, throttle });
+
+  server.decorateRequest('api', null);
+  server.setErrorHandler(problemHandler);
+  server.setNotFoundHandler(notFoundHandler);
+  // Bodies are read as bytes here (with the 1 MiB limit) and decoded by the pipeline on first
+  // use, so a bad body is judged after authentication, permission and throttling, as in DRF.
+  server.removeAllContentTypeParsers();
+  server.addContentTypeParser('*', { parseAs: 'buffer' }, (_request, body, done) => done(null, body));
+  server.addHook('onResponse', metrics.recordRequest);
+  if (config.corsOrigins.length > 0) {
+    const any = config.corsOrigins.includes('*');
+    await server.register(cors, {
+      origin: any ? '*' : [...config.corsOrigins],
+      credentials: !any,
+      methods: METHODS.filter((m) => m !== 'HEAD'),
+      allowedHeaders: ['Authorization', 'Content-Type', 'Accept', 'If-Match', 'If-None-Match', 'X-CSRFToken'],
+      exposedHeaders: ['ETag', 'Location', 'Link', 'Retry-After', 'X-Rate-Limit-Limit', 'X-Rate-Limit-Remaining', 'X-Rate-Limit-Reset'],
+      maxAge: 600,
+    });
+  }
+  server.addHook('onRequest', pipeline.initial);
+
+  const cursors = new CursorCodec(keys.derive('cursor'));
+  const viewSetOptions = { storage, cursors, listeners: options.listeners ?? [] };
+  const experienceViews = buildViewSet(experiences, viewSetOptions);
+  const userViews = buildViewSet(users, viewSetOptions);
+  const views: View[] = [
+    rootView(['experiences', 'users', 'webhooks']),
+    ...experienceViews.views,
+    meView(userViews),
+    ...userViews.views,
+  ];
+  for (const view of views) {
+    server.route({ method: [...METHODS], url: view.path, config: { view }, handler: pipeline.dispatch });
+  }
+  registerOperations(server, { storage, metrics });
+
+  return { server, config, storage, keys, users: userStore, metrics };
+}

@@ -1,0 +1,86 @@
+import type { Kysely } from 'kysely';
+import type { Database, UserRow } from '../db/schema.js';
+import { DECOY_HASH, hashPassword, verifyPassword } from './passwords.js';
+import type { User } from './user.js';
+
+/** Username rules, as Django's: 1–150 characters of letters, digits and @ . + - _ */
+export const USERNAME_PATTERN = /^[\p{L}\p{N}@.+\-_]{1,150}$/u;
+
+export class UsernameTaken extends Error {
+  constructor(username: string) {
+    super(`A user named "${username}" already exists.`);
+    this.name = 'UsernameTaken';
+  }
+}
+
+export function toUser(row: Pick<UserRow, 'id' | 'username' | 'password_changed_at'>): User {
+  return { id: row.id, username: row.username, passwordChangedAt: row.password_changed_at };
+}
+
+/** User accounts: lookup, creation and password checks. */
+export class UserStore {
+  constructor(private readonly db: Kysely<Database>) {}
+
+  async findById(id: number): Promise<User | null> {
+    const row = await this.db
+      .selectFrom('users')
+      .select(['id', 'username', 'password_changed_at'])
+      .where('id', '=', id)
+      .executeTakeFirst();
+    return row ? toUser(row) : null;
+  }
+
+  async findByUsername(username: string): Promise<User | null> {
+    const row = await this.db
+      .selectFrom('users')
+      .select(['id', 'username', 'password_changed_at'])
+      .where('username', '=', username)
+      .executeTakeFirst();
+    return row ? toUser(row) : null;
+  }
+
+  async count(): Promise<number> {
+    const row = await this.db.selectFrom('users').select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow();
+    return Number(row.n);
+  }
+
+  /** Creates a user; throws UsernameTaken when the name exists (checked by the unique index). */
+  async create(username: string, password: string): Promise<User> {
+    const hash = await hashPassword(password);
+    const now = Date.now();
+    try {
+      const row = await this.db
+        .insertInto('users')
+        .values({ username, password_hash: hash, password_changed_at: now, created_at: now })
+        .returning(['id', 'username', 'password_changed_at'])
+        .executeTakeFirstOrThrow();
+      return toUser(row);
+    } catch (error) {
+      if (/unique|duplicate/i.test((error as Error).message)) throw new UsernameTaken(username);
+      throw error;
+    }
+  }
+
+  async setPassword(userId: number, password: string): Promise<void> {
+    const hash = await hashPassword(password);
+    await this.db
+      .updateTable('users')
+      .set({ password_hash: hash, password_changed_at: Date.now() })
+      .where('id', '=', userId)
+      .execute();
+  }
+
+  /**
+   * The user whose password this is, or null. An unknown user costs a full hash check too, so
+   * timing does not tell whether a username exists.
+   */
+  async verifyCredentials(username: string, password: string): Promise<User | null> {
+    const row = await this.db
+      .selectFrom('users')
+      .select(['id', 'username', 'password_hash', 'password_changed_at'])
+      .where('username', '=', username)
+      .executeTakeFirst();
+    const ok = await verifyPassword(password, row?.password_hash ?? DECOY_HASH);
+    return ok && row ? toUser(row) : null;
+  }
+}

@@ -1,0 +1,76 @@
+import { Command, InvalidArgumentError } from 'commander';
+import { UsernameTaken } from '../auth/users.js';
+import { ConfigError, loadConfig } from '../config.js';
+import { openStorage } from '../db/database.js';
+import { migrateToLatest } from '../db/migrations.js';
+import { UserStore } from '../auth/users.js';
+import { VERSION } from '../version.js';
+import { serve } from './serve.js';
+
+/** Reads all of standard input; `--password-stdin` strips one trailing newline (API.md §6). */
+async function readStdin(): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks).toString('utf8').replace(/\r?\n$/, '');
+}
+
+function fail(message: string): never {
+  process.stderr.write(`restwire: ${message}\n`);
+  process.exit(1);
+}
+
+const program = new Command('restwire')
+  .description('Resource API server with signed, reliable webhook deliveries')
+  .version(VERSION);
+
+program
+  .command('serve')
+  .description('serve the API (and deliver webhooks) on HOST:PORT')
+  .action(async () => {
+    await serve(loadConfig());
+  });
+
+program
+  .command('migrate')
+  .description('apply pending database migrations and exit')
+  .action(async () => {
+    const config = loadConfig();
+    const storage = await openStorage(config, { migrate: false });
+    try {
+      const applied = await migrateToLatest(storage.db);
+      process.stdout.write(applied.length ? `applied: ${applied.join(', ')}\n` : 'database is up to date\n');
+    } finally {
+      await storage.close();
+    }
+  });
+
+program
+  .command('createuser')
+  .description('create a user; the password is read from standard input')
+  .argument('<name>', 'user name')
+  .requiredOption('--password-stdin', 'read the password from standard input')
+  .action(async (name: string) => {
+    const password = await readStdin();
+    if (password.length < 8) fail('the password must be at least 8 characters');
+    const storage = await openStorage(loadConfig());
+    try {
+      const user = await new UserStore(storage.db).create(name, password);
+      process.stdout.write(`created user "${user.username}" (id ${user.id})\n`);
+    } catch (error) {
+      if (error instanceof UsernameTaken) fail(error.message);
+      throw error;
+    } finally {
+      await storage.close();
+    }
+  });
+
+export function parsePort(value: string): number {
+  const port = Number(value);
+  if (!/^\d+$/.test(value) || port < 1 || port > 65_535) throw new InvalidArgumentError('expected a port from 1 to 65535');
+  return port;
+}
+
+program.parseAsync().catch((error: unknown) => {
+  if (error instanceof ConfigError) fail(`configuration error: ${error.message}`);
+  fail(error instanceof Error ? error.message : String(error));
+});

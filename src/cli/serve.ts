@@ -1,0 +1,28 @@
+import { buildApp, type App } from '../app.js';
+import type { Config } from '../config.js';
+import { openStorage } from '../db/database.js';
+import { ensureFirstUser } from './first-user.js';
+
+/** Starts the API server; resolves once listening. SIGTERM/SIGINT drain and exit 0 (API.md §5). */
+export async function serve(config: Config): Promise<App> {
+  const storage = await openStorage(config);
+  const app = await buildApp(config, storage);
+  const notice = await ensureFirstUser(app.users, config);
+  if (notice) process.stdout.write(`${notice}\n`);
+  await app.server.listen({ host: config.host, port: config.port });
+
+  let stopping = false;
+  const stop = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    app.server.log.info({ signal }, 'draining in-flight requests');
+    // Fastify stops accepting, answers 503 to new requests on kept-alive sockets, and waits
+    // for in-flight ones.
+    await app.server.close();
+    await storage.close();
+    process.exit(0);
+  };
+  process.once('SIGTERM', () => void stop('SIGTERM'));
+  process.once('SIGINT', () => void stop('SIGINT'));
+  return app;
+}

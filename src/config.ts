@@ -1,0 +1,145 @@
+import { resolve } from 'node:path';
+
+/** A rate as `N/second|minute|hour|day` (API.md §0). */
+export interface Rate {
+  readonly limit: number;
+  readonly windowSeconds: number;
+  readonly text: string;
+}
+
+/** The validated, frozen configuration. Nothing outside this module reads `process.env`. */
+export interface Config {
+  readonly host: string;
+  readonly port: number;
+  readonly publicUrl: string;
+  readonly dataDir: string;
+  readonly databaseUrl: string | null;
+  readonly redisUrl: string | null;
+  readonly secretKey: string | null;
+  readonly adminUsername: string | null;
+  readonly adminPassword: string | null;
+  readonly allowSignup: boolean;
+  readonly trustProxy: boolean;
+  readonly corsOrigins: readonly string[];
+  readonly rateLimitAnon: Rate;
+  readonly rateLimitUser: Rate;
+  readonly webhookAllowPrivate: boolean;
+  readonly webhookRetrySchedule: readonly number[];
+  readonly accessTokenSeconds: number;
+  readonly refreshTokenSeconds: number;
+  readonly sessionIdleSeconds: number;
+  readonly sessionAbsoluteSeconds: number;
+  readonly logLevel: string;
+  readonly dispatcherInServe: boolean;
+}
+
+/** Thrown when an environment variable has a value restwire cannot use; the message names it. */
+export class ConfigError extends Error {
+  constructor(variable: string, problem: string) {
+    super(`${variable}: ${problem}`);
+    this.name = 'ConfigError';
+  }
+}
+
+const WINDOWS: Record<string, number> = { second: 1, minute: 60, hour: 3600, day: 86_400 };
+const DEFAULT_RETRY_SCHEDULE = '10,60,300,1800,3600,10800,21600,43200,86400';
+
+/** Parses `N/unit` (API.md §0), e.g. `60/hour`. */
+export function parseRate(variable: string, text: string): Rate {
+  const match = /^\s*(\d+)\s*\/\s*(second|minute|hour|day)\s*$/.exec(text);
+  if (!match) throw new ConfigError(variable, `expected N/second|minute|hour|day, got ${JSON.stringify(text)}`);
+  const limit = Number(match[1]);
+  if (!Number.isSafeInteger(limit) || limit < 1) throw new ConfigError(variable, 'the limit must be at least 1');
+  return Object.freeze({ limit, windowSeconds: WINDOWS[match[2]!]!, text: text.trim() });
+}
+
+/** Reads the environment once into a frozen Config, failing fast with a message that names the variable. */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  const read = (name: string): string | undefined => {
+    const value = env[name];
+    return value === undefined || value === '' ? undefined : value;
+  };
+  const bool = (name: string, fallback: boolean): boolean => {
+    const value = read(name);
+    if (value === undefined) return fallback;
+    if (/^(1|true|yes|on)$/i.test(value)) return true;
+    if (/^(0|false|no|off)$/i.test(value)) return false;
+    throw new ConfigError(name, `expected true or false, got ${JSON.stringify(value)}`);
+  };
+  const int = (name: string, fallback: number, min: number, max: number): number => {
+    const value = read(name);
+    if (value === undefined) return fallback;
+    const n = Number(value);
+    if (!/^\d+$/.test(value) || n < min || n > max) {
+      throw new ConfigError(name, `expected a whole number from ${min} to ${max}, got ${JSON.stringify(value)}`);
+    }
+    return n;
+  };
+
+  const host = read('HOST') ?? '127.0.0.1';
+  const port = int('PORT', 8000, 0, 65_535);
+  const publicUrl = (read('PUBLIC_URL') ?? `http://${host.includes(':') ? `[${host}]` : host}:${port}`).replace(/\/+$/, '');
+  try {
+    const url = new URL(publicUrl);
+    if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new Error('scheme');
+  } catch {
+    throw new ConfigError('PUBLIC_URL', `expected an http(s) URL, got ${JSON.stringify(publicUrl)}`);
+  }
+
+  const databaseUrl = read('DATABASE_URL') ?? null;
+  if (databaseUrl !== null && !/^postgres(ql)?:\/\//.test(databaseUrl)) {
+    throw new ConfigError('DATABASE_URL', 'only postgres:// URLs are supported (leave it unset for embedded SQLite)');
+  }
+  const redisUrl = read('REDIS_URL') ?? null;
+  if (redisUrl !== null && !/^rediss?:\/\//.test(redisUrl)) {
+    throw new ConfigError('REDIS_URL', 'expected a redis:// or rediss:// URL');
+  }
+  const secretKey = read('SECRET_KEY') ?? null;
+  if (secretKey !== null && secretKey.length < 32) {
+    throw new ConfigError('SECRET_KEY', 'must be at least 32 characters (leave it unset to generate one)');
+  }
+
+  const schedule = read('WEBHOOK_RETRY_SCHEDULE') ?? DEFAULT_RETRY_SCHEDULE;
+  if (!/^\s*(\d+\s*(,\s*\d+\s*)*)?$/.test(schedule)) {
+    throw new ConfigError('WEBHOOK_RETRY_SCHEDULE', `expected comma-separated seconds, got ${JSON.stringify(schedule)}`);
+  }
+
+  const adminUsername = read('ADMIN_USERNAME') ?? null;
+  const adminPassword = read('ADMIN_PASSWORD') ?? null;
+  if ((adminUsername === null) !== (adminPassword === null)) {
+    throw new ConfigError(adminUsername === null ? 'ADMIN_USERNAME' : 'ADMIN_PASSWORD', 'set ADMIN_USERNAME and ADMIN_PASSWORD together');
+  }
+
+  const cors = read('CORS_ORIGINS');
+  const corsOrigins = cors === undefined ? [] : cors.split(',').map((origin) => origin.trim()).filter(Boolean);
+  for (const origin of corsOrigins) {
+    if (origin !== '*' && !/^https?:\/\/[^/\s]+$/.test(origin)) {
+      throw new ConfigError('CORS_ORIGINS', `expected exact origins like https://app.example.com, got ${JSON.stringify(origin)}`);
+    }
+  }
+
+  return Object.freeze({
+    host,
+    port,
+    publicUrl,
+    dataDir: resolve(read('DATA_DIR') ?? './data'),
+    databaseUrl,
+    redisUrl,
+    secretKey,
+    adminUsername,
+    adminPassword,
+    allowSignup: bool('ALLOW_SIGNUP', false),
+    trustProxy: bool('TRUST_PROXY', false),
+    corsOrigins: Object.freeze(corsOrigins),
+    rateLimitAnon: parseRate('RATE_LIMIT_ANON', read('RATE_LIMIT_ANON') ?? '60/hour'),
+    rateLimitUser: parseRate('RATE_LIMIT_USER', read('RATE_LIMIT_USER') ?? '5000/hour'),
+    webhookAllowPrivate: bool('WEBHOOK_ALLOW_PRIVATE', false),
+    webhookRetrySchedule: Object.freeze(schedule.split(',').map((s) => s.trim()).filter(Boolean).map(Number)),
+    accessTokenSeconds: int('ACCESS_TOKEN_SECONDS', 900, 1, 86_400),
+    refreshTokenSeconds: int('REFRESH_TOKEN_SECONDS', 14 * 86_400, 60, 365 * 86_400),
+    sessionIdleSeconds: int('SESSION_IDLE_SECONDS', 2 * 3600, 60, 365 * 86_400),
+    sessionAbsoluteSeconds: int('SESSION_ABSOLUTE_SECONDS', 14 * 86_400, 60, 365 * 86_400),
+    logLevel: read('LOG_LEVEL') ?? 'info',
+    dispatcherInServe: bool('DISPATCHER_IN_SERVE', true),
+  });
+}

@@ -1,0 +1,95 @@
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import SQLite from 'better-sqlite3';
+import { Kysely, PostgresDialect, SqliteDialect, sql } from 'kysely';
+import pg from 'pg';
+import type { Config } from '../config.js';
+import { migrateToLatest } from './migrations.js';
+import type { Database } from './schema.js';
+
+export type Dialect = 'sqlite' | 'postgres';
+
+/** The storage seam: typed SQL through Kysely, plus the few facts that differ by dialect. */
+export interface Storage {
+  readonly db: Kysely<Database>;
+  readonly dialect: Dialect;
+  /** The pg pool when on PostgreSQL (LISTEN/NOTIFY needs its own client); null on SQLite. */
+  readonly pool: pg.Pool | null;
+  /** True when the database answers a trivial query (for /readyz). */
+  ping(): Promise<boolean>;
+  close(): Promise<void>;
+}
+
+// PostgreSQL returns int8 (bigint) as a string to protect precision; our ids and millisecond
+// timestamps stay far below 2^53, so numbers are safe and keep both dialects alike.
+pg.types.setTypeParser(pg.types.builtins.INT8, (value) => Number(value));
+
+/** Opens SQLite under DATA_DIR, or PostgreSQL when `databaseUrl` is set, and applies migrations. */
+export async function openStorage(
+  options: Pick<Config, 'databaseUrl' | 'dataDir'>,
+  { migrate = true }: { migrate?: boolean } = {},
+): Promise<Storage> {
+  const storage = options.databaseUrl ? openPostgres(options.databaseUrl) : openSqlite(options.dataDir);
+  if (migrate) {
+    try {
+      await migrateToLatest(storage.db);
+    } catch (error) {
+      await storage.close();
+      throw error;
+    }
+  }
+  return storage;
+}
+
+function openSqlite(dataDir: string): Storage {
+  mkdirSync(dataDir, { recursive: true });
+  const database = new SQLite(join(dataDir, 'restwire.sqlite3'));
+  // WAL lets readers run beside the writer; NORMAL sync keeps every commit across a killed
+  // process (only an OS crash or power loss can lose the last commits). busy_timeout covers a
+  // second process (e.g. `restwire migrate`) holding the write lock for a moment.
+  database.pragma('journal_mode = WAL');
+  database.pragma('synchronous = NORMAL');
+  database.pragma('busy_timeout = 5000');
+  database.pragma('foreign_keys = ON');
+  // SQLite's built-in lower() folds ASCII only; overriding it makes `lower(title)` fold every
+  // script, as PostgreSQL's does, so case-insensitive search is one query on both (API.md §2).
+  database.function('lower', { deterministic: true }, (value: unknown) =>
+    typeof value === 'string' ? value.toLowerCase() : value,
+  );
+  const db = new Kysely<Database>({ dialect: new SqliteDialect({ database }) });
+  return {
+    db,
+    dialect: 'sqlite',
+    pool: null,
+    async ping() {
+      try {
+        await sql`select 1`.execute(db);
+        return true;
+      } catch {
+        return false;
+      }
+    },
+    close: () => db.destroy(),
+  };
+}
+
+function openPostgres(connectionString: string): Storage {
+  const pool = new pg.Pool({ connectionString, max: 10, connectionTimeoutMillis: 5000 });
+  // An idle client that loses its server must not crash the process; the next query reconnects.
+  pool.on('error', () => {});
+  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+  return {
+    db,
+    dialect: 'postgres',
+    pool,
+    async ping() {
+      try {
+        await sql`select 1`.execute(db);
+        return true;
+      } catch {
+        return false;
+      }
+    },
+    close: () => db.destroy(),
+  };
+}

@@ -1,0 +1,127 @@
+import { Migrator, PostgresAdapter, sql, type Kysely, type Migration, type MigrationProvider } from 'kysely';
+
+// Migrations run against an untyped Kysely: the typed schema describes the result, not the steps.
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- Kysely's own migration type
+type AnyDb = Kysely<any>;
+
+const isPostgres = (db: AnyDb): boolean => db.getExecutor().adapter instanceof PostgresAdapter;
+
+/** An auto-incrementing integer primary key that is never reused, on either dialect. */
+function primaryKeyType(db: AnyDb) {
+  return isPostgres(db) ? sql`bigserial primary key` : sql`integer primary key autoincrement`;
+}
+
+/**
+ * One ordered list serves SQLite and PostgreSQL (API.md §0). Append new migrations; never edit
+ * one that has shipped.
+ */
+const MIGRATIONS: Record<string, Migration> = {
+  '0001_initial': {
+    async up(db) {
+      await db.schema
+        .createTable('settings')
+        .addColumn('key', 'varchar(100)', (c) => c.primaryKey())
+        .addColumn('value', 'text', (c) => c.notNull())
+        .execute();
+
+      await db.schema
+        .createTable('users')
+        .addColumn('id', primaryKeyType(db))
+        .addColumn('username', 'varchar(150)', (c) => c.notNull().unique())
+        .addColumn('password_hash', 'text', (c) => c.notNull())
+        .addColumn('password_changed_at', 'bigint', (c) => c.notNull())
+        .addColumn('created_at', 'bigint', (c) => c.notNull())
+        .execute();
+
+      await db.schema
+        .createTable('experiences')
+        .addColumn('id', primaryKeyType(db))
+        .addColumn('title', 'text', (c) => c.notNull())
+        .addColumn('q_like_dislike', 'text', (c) => c.notNull())
+        .addColumn('owner_id', 'bigint', (c) => c.notNull().references('users.id'))
+        .addColumn('created_at', 'bigint', (c) => c.notNull())
+        .addColumn('updated_at', 'bigint', (c) => c.notNull())
+        .execute();
+      // Keyset pagination walks (ordering column, id); one index per offered ordering.
+      await db.schema.createIndex('experiences_owner').on('experiences').columns(['owner_id', 'id']).execute();
+      await db.schema.createIndex('experiences_created').on('experiences').columns(['created_at', 'id']).execute();
+      await db.schema.createIndex('experiences_title').on('experiences').columns(['title', 'id']).execute();
+
+      await db.schema
+        .createTable('sessions')
+        .addColumn('id_hash', 'varchar(64)', (c) => c.primaryKey())
+        .addColumn('user_id', 'bigint', (c) => c.notNull().references('users.id').onDelete('cascade'))
+        .addColumn('csrf_token', 'varchar(64)', (c) => c.notNull())
+        .addColumn('created_at', 'bigint', (c) => c.notNull())
+        .addColumn('last_seen_at', 'bigint', (c) => c.notNull())
+        .execute();
+
+      await db.schema
+        .createTable('refresh_tokens')
+        .addColumn('id_hash', 'varchar(64)', (c) => c.primaryKey())
+        .addColumn('family', 'varchar(64)', (c) => c.notNull())
+        .addColumn('user_id', 'bigint', (c) => c.notNull().references('users.id').onDelete('cascade'))
+        .addColumn('expires_at', 'bigint', (c) => c.notNull())
+        .addColumn('retired_at', 'bigint')
+        .addColumn('created_at', 'bigint', (c) => c.notNull())
+        .execute();
+      await db.schema.createIndex('refresh_tokens_family').on('refresh_tokens').column('family').execute();
+      await db.schema.createIndex('refresh_tokens_user').on('refresh_tokens').column('user_id').execute();
+
+      await db.schema
+        .createTable('webhooks')
+        .addColumn('id', primaryKeyType(db))
+        .addColumn('owner_id', 'bigint', (c) => c.notNull().references('users.id').onDelete('cascade'))
+        .addColumn('target_url', 'text', (c) => c.notNull())
+        .addColumn('events', 'text', (c) => c.notNull())
+        .addColumn('active', 'integer', (c) => c.notNull())
+        .addColumn('secret_sealed', 'text', (c) => c.notNull())
+        .addColumn('previous_secret_sealed', 'text')
+        .addColumn('previous_secret_expires_at', 'bigint')
+        .addColumn('last_response_code', 'integer')
+        .addColumn('last_response_status', 'varchar(16)', (c) => c.notNull())
+        .addColumn('last_response_message', 'text')
+        .addColumn('disabled_reason', 'text')
+        .addColumn('failing_since', 'bigint')
+        .addColumn('created_at', 'bigint', (c) => c.notNull())
+        .addColumn('updated_at', 'bigint', (c) => c.notNull())
+        .execute();
+      await db.schema.createIndex('webhooks_owner').on('webhooks').columns(['owner_id', 'id']).execute();
+
+      await db.schema
+        .createTable('deliveries')
+        .addColumn('id', primaryKeyType(db))
+        .addColumn('guid', 'varchar(36)', (c) => c.notNull())
+        .addColumn('webhook_id', 'bigint', (c) => c.notNull().references('webhooks.id').onDelete('cascade'))
+        .addColumn('event', 'varchar(64)', (c) => c.notNull())
+        .addColumn('action', 'varchar(64)')
+        .addColumn('payload', 'text', (c) => c.notNull())
+        .addColumn('status', 'varchar(16)', (c) => c.notNull())
+        .addColumn('attempts', 'integer', (c) => c.notNull())
+        .addColumn('next_attempt_at', 'bigint', (c) => c.notNull())
+        .addColumn('lease_until', 'bigint')
+        .addColumn('status_code', 'integer')
+        .addColumn('duration_ms', 'integer')
+        .addColumn('delivered_at', 'bigint')
+        .addColumn('redelivery', 'integer', (c) => c.notNull())
+        .addColumn('request_headers', 'text')
+        .addColumn('response_headers', 'text')
+        .addColumn('response_body', 'text')
+        .addColumn('created_at', 'bigint', (c) => c.notNull())
+        .execute();
+      await db.schema.createIndex('deliveries_webhook').on('deliveries').columns(['webhook_id', 'id']).execute();
+      // The dispatcher's claim query: due work in order, done work out of the way.
+      await db.schema.createIndex('deliveries_due').on('deliveries').columns(['status', 'next_attempt_at']).execute();
+    },
+  },
+};
+
+const provider: MigrationProvider = { getMigrations: async () => MIGRATIONS };
+
+/** Applies every pending migration; returns the names applied. Safe to run from several processes. */
+export async function migrateToLatest(db: AnyDb): Promise<string[]> {
+  const migrator = new Migrator({ db, provider });
+  const { error, results } = await migrator.migrateToLatest();
+  if (error) throw error instanceof Error ? error : new Error(String(error));
+  return (results ?? []).filter((r) => r.status === 'Success').map((r) => r.migrationName);
+}

@@ -1,0 +1,104 @@
+import type { Generated, Insertable, Selectable } from 'kysely';
+
+/**
+ * The tables, as Kysely sees them. Times are integers (milliseconds since the epoch) on both
+ * SQLite and PostgreSQL so that comparisons and ordering need no dialect-specific SQL; they are
+ * rendered as RFC 3339 at the edge. Booleans are stored as 0/1 for the same reason.
+ */
+export interface Database {
+  users: UsersTable;
+  experiences: ExperiencesTable;
+  settings: SettingsTable;
+  sessions: SessionsTable;
+  refresh_tokens: RefreshTokensTable;
+  webhooks: WebhooksTable;
+  deliveries: DeliveriesTable;
+}
+
+export interface UsersTable {
+  id: Generated<number>;
+  username: string;
+  password_hash: string;
+  /** Bumped on every password change; credential caches and refresh tokens key on it. */
+  password_changed_at: number;
+  created_at: number;
+}
+
+export interface ExperiencesTable {
+  id: Generated<number>;
+  title: string;
+  q_like_dislike: string;
+  owner_id: number;
+  created_at: number;
+  updated_at: number;
+}
+
+export interface SettingsTable {
+  key: string;
+  value: string;
+}
+
+export interface SessionsTable {
+  /** SHA-256 of the session id: a stolen database does not yield usable cookies. */
+  id_hash: string;
+  user_id: number;
+  csrf_token: string;
+  created_at: number;
+  last_seen_at: number;
+}
+
+export interface RefreshTokensTable {
+  id_hash: string;
+  family: string;
+  user_id: number;
+  expires_at: number;
+  retired_at: number | null;
+  created_at: number;
+}
+
+export interface WebhooksTable {
+  id: Generated<number>;
+  owner_id: number;
+  target_url: string;
+  /** JSON array of event names, `["*"]` for all. */
+  events: string;
+  active: number;
+  secret_sealed: string;
+  previous_secret_sealed: string | null;
+  previous_secret_expires_at: number | null;
+  last_response_code: number | null;
+  last_response_status: string;
+  last_response_message: string | null;
+  disabled_reason: string | null;
+  /** When the current run of failed deliveries began; null while deliveries succeed. */
+  failing_since: number | null;
+  created_at: number;
+  updated_at: number;
+}
+
+export interface DeliveriesTable {
+  id: Generated<number>;
+  guid: string;
+  webhook_id: number;
+  event: string;
+  action: string | null;
+  payload: string;
+  status: string;
+  attempts: number;
+  next_attempt_at: number;
+  lease_until: number | null;
+  status_code: number | null;
+  duration_ms: number | null;
+  delivered_at: number | null;
+  redelivery: number;
+  request_headers: string | null;
+  response_headers: string | null;
+  response_body: string | null;
+  created_at: number;
+}
+
+export type UserRow = Selectable<UsersTable>;
+export type ExperienceRow = Selectable<ExperiencesTable>;
+export type WebhookRow = Selectable<WebhooksTable>;
+export type DeliveryRow = Selectable<DeliveriesTable>;
+export type NewDelivery = Insertable<DeliveriesTable>;

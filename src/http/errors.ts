@@ -1,0 +1,139 @@
+/**
+ * Typed API errors. Routes throw these; `problem-handler.ts` alone turns them into
+ * `application/problem+json` (RFC 9457) responses, so no route builds an error body itself.
+ */
+export type FieldErrors = Record<string, string[]>;
+
+/** The base of every error a client may see; `code` is stable and becomes the problem `type`. */
+export class ApiError extends Error {
+  readonly status: number = 500;
+  readonly code: string = 'server_error';
+  readonly title: string = 'Internal Server Error';
+  /** Extra response headers (WWW-Authenticate, Allow, Retry-After …). */
+  readonly headers: Record<string, string> = {};
+  /** Extra members of the problem body (e.g. `errors`, `available`). */
+  readonly extensions: Record<string, unknown> = {};
+
+  constructor(detail?: string) {
+    super(detail);
+    this.name = new.target.name;
+  }
+
+  get detail(): string {
+    return this.message || this.title;
+  }
+}
+
+export class ParseError extends ApiError {
+  override readonly status = 400;
+  override readonly code = 'parse_error';
+  override readonly title = 'Malformed request';
+}
+
+export class ValidationError extends ApiError {
+  override readonly status = 400;
+  override readonly code = 'validation_error';
+  override readonly title = 'Invalid input';
+  constructor(readonly errors: FieldErrors, detail = 'One or more fields are invalid.') {
+    super(detail);
+    this.extensions.errors = errors;
+  }
+}
+
+/** Bad query parameter (limit, cursor, ordering, filters): a 400, never silently ignored. */
+export class InvalidQuery extends ValidationError {}
+
+export class AuthenticationFailed extends ApiError {
+  override readonly status = 401;
+  override readonly code: string = 'authentication_failed';
+  override readonly title: string = 'Authentication failed';
+  // RFC 9110 §11.6.1: a 401 must carry a challenge; Basic is the scheme every client knows.
+  override readonly headers: Record<string, string> = { 'www-authenticate': 'Basic realm="api"' };
+}
+
+export class NotAuthenticated extends AuthenticationFailed {
+  override readonly code = 'not_authenticated';
+  override readonly title = 'Authentication required';
+  constructor(detail = 'Authentication credentials were not provided.') {
+    super(detail);
+  }
+}
+
+export class PermissionDenied extends ApiError {
+  override readonly status = 403;
+  override readonly code = 'permission_denied';
+  override readonly title = 'Permission denied';
+  constructor(detail = 'You do not have permission to perform this action.') {
+    super(detail);
+  }
+}
+
+export class NotFound extends ApiError {
+  override readonly status = 404;
+  override readonly code = 'not_found';
+  override readonly title = 'Not found';
+  constructor(detail = 'No resource at this address.') {
+    super(detail);
+  }
+}
+
+export class MethodNotAllowed extends ApiError {
+  override readonly status = 405;
+  override readonly code = 'method_not_allowed';
+  override readonly title = 'Method not allowed';
+  constructor(method: string, allowed: readonly string[]) {
+    super(`Method ${method} is not allowed here.`);
+    this.headers.allow = allowed.join(', ');
+  }
+}
+
+export class NotAcceptable extends ApiError {
+  override readonly status = 406;
+  override readonly code = 'not_acceptable';
+  override readonly title = 'Not acceptable';
+  constructor(available: readonly string[]) {
+    super(`Could not satisfy the Accept header; available: ${available.join(', ')}.`);
+    this.extensions.available = available;
+  }
+}
+
+export class PreconditionFailed extends ApiError {
+  override readonly status = 412;
+  override readonly code = 'precondition_failed';
+  override readonly title = 'Precondition failed';
+  constructor(detail = 'If-Match does not match the current representation.') {
+    super(detail);
+  }
+}
+
+export class PayloadTooLarge extends ApiError {
+  override readonly status = 413;
+  override readonly code = 'payload_too_large';
+  override readonly title = 'Payload too large';
+}
+
+export class UnsupportedMediaType extends ApiError {
+  override readonly status = 415;
+  override readonly code = 'unsupported_media_type';
+  override readonly title = 'Unsupported media type';
+  constructor(contentType: string, supported: readonly string[]) {
+    super(`Unsupported media type "${contentType}"; send one of: ${supported.join(', ')}.`);
+    this.extensions.supported = supported;
+  }
+}
+
+export class Throttled extends ApiError {
+  override readonly status = 429;
+  override readonly code = 'throttled';
+  override readonly title = 'Too many requests';
+  constructor(readonly retryAfterSeconds: number, detail?: string) {
+    super(detail ?? `Request was throttled. Expected available in ${retryAfterSeconds} seconds.`);
+    this.headers['retry-after'] = String(retryAfterSeconds);
+  }
+}
+
+export class ServiceUnavailable extends ApiError {
+  override readonly status = 503;
+  override readonly code = 'service_unavailable';
+  override readonly title = 'Service unavailable';
+}

@@ -1,0 +1,171 @@
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { Authenticator } from '../auth/authenticators.js';
+import type { Identity } from '../auth/user.js';
+import type { RequestThrottle, ThrottleState } from '../throttling/request-throttle.js';
+import { entityTag, noneMatch } from './conditional.js';
+import { MethodNotAllowed, NotAcceptable, NotAuthenticated, PermissionDenied, Throttled, type ApiError } from './errors.js';
+import { negotiate } from './negotiation.js';
+import { parseBody, type RequestData } from './parsers.js';
+import { CONTENT_TYPES, JSON_TYPE, RENDERERS } from './renderers.js';
+import { allowedMethods, type ApiRequest, type ApiResponse, type Method, type View } from './view.js';
+
+/**
+ * The request pipeline, in the order DRF's `APIView.initial()` reads, adapted to Fastify's
+ * lifecycle. Every `/api/v1/` request runs these stages and no others:
+ *
+ *   initial  (onRequest, headers only)   route → 405 → negotiate → authenticate → throttle
+ *   (Fastify reads the body, up to 1 MiB → 413)
+ *   dispatch (route handler)              permit → handle (parses the body on first use) → render
+ *
+ * Throttling runs for every request that reaches `initial`, even one refused on the way (API.md
+ * §1: rate-limit headers on every response; "every request costs 1"), which is why it sits
+ * before the permission check instead of after it as in DRF.
+ */
+export const API_PREFIX = '/api/v1/';
+
+/** Per-request state the stages hand on to each other. */
+export interface ApiState {
+  view: View | null;
+  mediaType: string;
+  identity: Identity | null;
+  throttle: ThrottleState | null;
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    api: ApiState | null;
+  }
+  interface FastifyContextConfig {
+    view?: View;
+  }
+}
+
+export interface PipelineOptions {
+  /** Tried in order; the first that recognises the request decides (API.md §3). */
+  readonly authenticators: readonly Authenticator[];
+  readonly throttle: RequestThrottle;
+}
+
+/** The refusal DRF gives: 401 when the caller did not authenticate, 403 when they did. */
+export function permissionDenied(identity: Identity | null): ApiError {
+  return identity === null ? new NotAuthenticated() : new PermissionDenied();
+}
+
+export function createPipeline({ authenticators, throttle }: PipelineOptions) {
+  async function authenticate(request: FastifyRequest): Promise<Identity | null> {
+    for (const authenticator of authenticators) {
+      const identity = await authenticator.authenticate(request);
+      if (identity) return identity;
+    }
+    return null;
+  }
+
+  async function applyThrottle(request: FastifyRequest, reply: FastifyReply, state: ApiState): Promise<void> {
+    const key = state.identity ? { userId: state.identity.user.id } : { ip: request.ip };
+    const result = await throttle.hit(key);
+    state.throttle = result;
+    reply.header('x-rate-limit-limit', result.limit);
+    reply.header('x-rate-limit-remaining', result.remaining);
+    reply.header('x-rate-limit-reset', result.resetSeconds);
+    if (!result.allowed) throw new Throttled(Math.max(1, result.resetSeconds));
+  }
+
+  /** Stage 1 (onRequest): what can be decided from the request line and headers alone. */
+  async function initial(request: FastifyRequest, reply: FastifyReply): Promise<void> {
+    if (!request.url.startsWith(API_PREFIX)) return;
+    const view = request.routeOptions.config.view ?? null;
+    const state: ApiState = { view, mediaType: JSON_TYPE, identity: null, throttle: null };
+    request.api = state;
+    reply.header('vary', 'Accept');
+    try {
+      // Paths that match no view are counted against the client's IP and answered by the
+      // not-found handler; they are not authenticated.
+      if (view === null) return;
+      const allowed = allowedMethods(view);
+      // API.md §6: a method the path does not have is a 405 before authentication is looked at.
+      if (!allowed.includes(request.method as Method)) throw new MethodNotAllowed(request.method, allowed);
+      const mediaType = negotiate(request.headers.accept, view.mediaTypes);
+      if (mediaType === null) throw new NotAcceptable(view.mediaTypes);
+      state.mediaType = mediaType;
+      state.identity = await authenticate(request);
+    } finally {
+      await applyThrottle(request, reply, state);
+    }
+  }
+
+  /** Stage 2 (handler): permission, the view's action, rendering. */
+  async function dispatch(request: FastifyRequest, reply: FastifyReply): Promise<void> {
+    const state = request.api!;
+    const view = state.view!;
+    const method = request.method as Method;
+    if (method === 'OPTIONS') {
+      reply.header('allow', allowedMethods(view).join(', '));
+      return render(request, reply, view, { body: describe(view) });
+    }
+    const action = view.actions[method === 'HEAD' ? 'GET' : (method as keyof View['actions'])]!;
+    const apiRequest = toApiRequest(request, state);
+    if (!action.permission.hasPermission({ method, user: apiRequest.user })) throw permissionDenied(state.identity);
+    const response = await action.handle(apiRequest);
+    return render(request, reply, view, response);
+  }
+
+  return { initial, dispatch };
+}
+
+function toApiRequest(request: FastifyRequest, state: ApiState): ApiRequest {
+  let parsed: Promise<RequestData> | undefined;
+  const url = request.url;
+  const queryStart = url.indexOf('?');
+  return {
+    raw: request,
+    method: request.method as Method,
+    path: queryStart === -1 ? url : url.slice(0, queryStart),
+    params: request.params as Record<string, string>,
+    query: request.query as Record<string, string>,
+    user: state.identity?.user ?? null,
+    identity: state.identity,
+    mediaType: state.mediaType,
+    data: () => (parsed ??= parseBody(request.body as Buffer | undefined, request.headers['content-type'])),
+  };
+}
+
+/** DRF's SimpleMetadata: name, description, renders, parses and, per writable action, the fields. */
+function describe(view: View): Record<string, unknown> {
+  return {
+    name: view.name,
+    description: view.description ?? '',
+    renders: view.mediaTypes,
+    parses: ['application/json', 'application/x-www-form-urlencoded', 'multipart/form-data'],
+    ...(view.metadata?.() ?? {}),
+  };
+}
+
+/** Stage 3: render in the negotiated media type; a strong ETag and 304 for GET and HEAD. */
+function render(request: FastifyRequest, reply: FastifyReply, view: View, response: ApiResponse): void {
+  const status = response.status ?? 200;
+  if (response.headers) reply.headers(response.headers);
+  if (response.body === undefined) {
+    reply.code(status).send();
+    return;
+  }
+  const mediaType = request.api!.mediaType;
+  const renderer = RENDERERS[mediaType]!;
+  const path = request.url;
+  const text = renderer(response.body, {
+    columns: view.columns ?? [],
+    title: view.name,
+    path,
+    status,
+    allow: allowedMethods(view),
+  });
+  reply.header('content-type', CONTENT_TYPES[mediaType] ?? mediaType);
+  if ((request.method === 'GET' || request.method === 'HEAD') && status === 200) {
+    const etag = entityTag(text, mediaType);
+    reply.header('etag', etag);
+    if (noneMatch(request.headers['if-none-match'], etag)) {
+      reply.code(304).send();
+      return;
+    }
+  }
+  reply.code(status).send(text);
+}

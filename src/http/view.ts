@@ -1,0 +1,70 @@
+import type { FastifyRequest } from 'fastify';
+import type { Permission } from '../auth/permissions.js';
+import type { Identity, User } from '../auth/user.js';
+import type { RequestData } from './parsers.js';
+
+export const METHODS = ['GET', 'HEAD', 'OPTIONS', 'POST', 'PUT', 'PATCH', 'DELETE'] as const;
+export type Method = (typeof METHODS)[number];
+
+/** What a handler sees of a request once the pipeline has negotiated and authenticated it. */
+export interface ApiRequest {
+  readonly raw: FastifyRequest;
+  /** The HTTP method; HEAD runs the GET action. */
+  readonly method: Method;
+  /** The path without the query string, e.g. `/api/v1/experiences/7/`. */
+  readonly path: string;
+  readonly params: Readonly<Record<string, string>>;
+  readonly query: Readonly<Record<string, string>>;
+  readonly user: User | null;
+  readonly identity: Identity | null;
+  /** The negotiated response media type. */
+  readonly mediaType: string;
+  /** The parsed body (parsed once, on first use). */
+  data(): Promise<RequestData>;
+}
+
+/** What a handler returns; the pipeline renders it in the negotiated media type. */
+export interface ApiResponse {
+  readonly status?: number;
+  /** Omitted for 204. */
+  readonly body?: unknown;
+  readonly headers?: Readonly<Record<string, string>>;
+}
+
+/** One method of a view: who may call it and what it does. */
+export interface Action {
+  readonly permission: Permission;
+  handle(request: ApiRequest): Promise<ApiResponse>;
+}
+
+/**
+ * An endpoint: a path and the actions it offers. Views are data; `pipeline.ts` runs every one
+ * through the same stages, and `viewset.ts` builds them from resource declarations.
+ */
+export interface View {
+  /** Human name, used as the HTML title and in OPTIONS metadata. */
+  readonly name: string;
+  readonly description?: string;
+  /** A Fastify route pattern, e.g. `/api/v1/experiences/:id/`. */
+  readonly path: string;
+  readonly actions: Partial<Record<Exclude<Method, 'HEAD' | 'OPTIONS'>, Action>>;
+  /** Media types this view renders, the default first. */
+  readonly mediaTypes: readonly string[];
+  /** Field names, in order: the CSV header row. */
+  readonly columns?: readonly string[];
+  /** DRF-style metadata for OPTIONS (field descriptions per writable action). */
+  readonly metadata?: () => Record<string, unknown>;
+}
+
+/** The methods a view answers, as sent in `Allow`. */
+export function allowedMethods(view: View): Method[] {
+  const methods: Method[] = [];
+  for (const method of METHODS) {
+    if (method === 'HEAD') {
+      if (view.actions.GET) methods.push('HEAD');
+    } else if (method === 'OPTIONS' || view.actions[method]) {
+      methods.push(method);
+    }
+  }
+  return methods;
+}

@@ -1,0 +1,319 @@
+import { sql, type Expression, type ExpressionBuilder, type Kysely, type SqlBool } from 'kysely';
+import { permissionDenied } from '../http/pipeline.js';
+import type { Storage } from '../db/database.js';
+import { assertIfMatch, entityTag } from '../http/conditional.js';
+import { InvalidQuery, NotFound, ValidationError } from '../http/errors.js';
+import { CursorCodec, linkHeader, parsePageRequest, withQuery, type PageRequest, type SortValue } from '../http/pagination.js';
+import { CSV_TYPE, HTML_TYPE, JSON_TYPE, renderJson } from '../http/renderers.js';
+import type { Action, ApiRequest, View } from '../http/view.js';
+import { validateInput } from './fields.js';
+import {
+  recordPath,
+  representationFields,
+  type ChangeListener,
+  type ResourceDeclaration,
+} from './resource.js';
+
+// The generic viewset works on a table chosen at run time, which Kysely's static table types
+// cannot express; each resource declaration is checked against the typed schema instead.
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+type DynamicDb = Kysely<any>;
+type Row = Record<string, unknown> & { id: number };
+
+export const RECORD_MEDIA_TYPES = [JSON_TYPE, HTML_TYPE, CSV_TYPE] as const;
+
+export interface ViewSetOptions {
+  readonly storage: Storage;
+  readonly cursors: CursorCodec;
+  /** Told of every committed change, inside its transaction (the webhook outbox). */
+  readonly listeners?: readonly ChangeListener[];
+}
+
+/** Parses a path id; anything but a positive integer in range is a 404, as an unknown id is. */
+export function parseId(text: string | undefined): number {
+  if (text === undefined || !/^[1-9]\d{0,15}$/.test(text)) throw new NotFound();
+  const id = Number(text);
+  if (!Number.isSafeInteger(id)) throw new NotFound();
+  return id;
+}
+
+const toIso = (ms: unknown): string => new Date(Number(ms)).toISOString();
+
+/**
+ * Turns a resource declaration into its two views, the collection and the record, with DRF's
+ * ModelViewSet actions. Every action runs behind the pipeline's stages (`http/pipeline.ts`).
+ */
+export function buildViewSet(resource: ResourceDeclaration, options: ViewSetOptions) {
+  const { storage, cursors, listeners = [] } = options;
+  const db = storage.db as unknown as DynamicDb;
+  const collectionPath = `/api/v1/${resource.name}/`;
+  const columns = representationFields(resource);
+  const writable = Object.keys(resource.fields);
+  const has = (action: ResourceDeclaration['actions'][number]) => resource.actions.includes(action);
+
+  /** Representations of rows, with reverse relations loaded in one query per relation. */
+  async function represent(rows: readonly Row[], executor: DynamicDb = db): Promise<Record<string, unknown>[]> {
+    const relatedPaths = new Map<string, Map<number, string[]>>();
+    for (const [field, relation] of Object.entries(resource.related ?? {})) {
+      const byOwner = new Map<number, string[]>();
+      if (rows.length > 0) {
+        const related = await executor
+          .selectFrom(relation.table)
+          .select(['id', relation.column])
+          .where(relation.column, 'in', rows.map((row) => row.id))
+          .orderBy('id')
+          .execute();
+        for (const item of related as Row[]) {
+          const ownerId = Number(item[relation.column]);
+          const list = byOwner.get(ownerId) ?? [];
+          list.push(recordPath(relation.collection, item.id));
+          byOwner.set(ownerId, list);
+        }
+      }
+      relatedPaths.set(field, byOwner);
+    }
+    return rows.map((row) => {
+      const out: Record<string, unknown> = { url: recordPath(resource.name, row.id), id: row.id };
+      for (const name of Object.keys(resource.readOnlyFields ?? {})) out[name] = row[name];
+      for (const name of writable) out[name] = row[name];
+      if (resource.owner) out[resource.owner.field] = recordPath('users', Number(row[resource.owner.column]));
+      for (const [field, byOwner] of relatedPaths) out[field] = byOwner.get(row.id) ?? [];
+      if (resource.timestamps) {
+        out.created_at = toIso(row.created_at);
+        out.updated_at = toIso(row.updated_at);
+      }
+      return out;
+    });
+  }
+
+  async function representOne(row: Row, executor: DynamicDb = db): Promise<Record<string, unknown>> {
+    return (await represent([row], executor))[0]!;
+  }
+
+  function filterConditions(request: ApiRequest) {
+    const errors: Record<string, string[]> = {};
+    // eslint-disable-next-line @typescript-eslint/no-explicit-any -- see DynamicDb
+    const conditions: Array<(eb: ExpressionBuilder<any, any>) => Expression<SqlBool>> = [];
+    for (const [name, filter] of Object.entries(resource.filters ?? {})) {
+      const value = request.query[name];
+      if (value === undefined) continue;
+      const parsed = filter.parse(String(value));
+      if ('error' in parsed) {
+        errors[name] = [parsed.error];
+        continue;
+      }
+      if (parsed.op === '=') {
+        conditions.push((eb) => eb(parsed.column, '=', parsed.value));
+      } else {
+        // Escape LIKE's wildcards so `search=50%` finds "50%" literally. `lower()` folds every
+        // script on both dialects (db/database.ts overrides SQLite's ASCII-only one).
+        const pattern = `%${String(parsed.value).toLowerCase().replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+        conditions.push(() => sql<SqlBool>`lower(${sql.ref(parsed.column)}) like ${pattern} escape '\\'`);
+      }
+    }
+    if (Object.keys(errors).length) throw new InvalidQuery(errors, 'One or more query parameters are invalid.');
+    return conditions;
+  }
+
+  async function listPage(request: ApiRequest, page: PageRequest) {
+    const { ordering, position, limit } = page;
+    // Walking back (a `previous` cursor) reads the other way from the position, then flips.
+    const reverse = position?.reverse ?? false;
+    const descending = ordering.descending !== reverse;
+    const direction = descending ? 'desc' : 'asc';
+    const comparison = descending ? '<' : '>';
+    let query = db.selectFrom(resource.table).selectAll();
+    for (const condition of filterConditions(request)) query = query.where(condition);
+    if (position) {
+      const { value, id } = position;
+      query = query.where((eb) =>
+        eb.or([
+          eb(ordering.column, comparison, value),
+          eb.and([eb(ordering.column, '=', value), eb('id', comparison, id)]),
+        ]),
+      );
+    }
+    query = query.orderBy(ordering.column, direction);
+    if (ordering.column !== 'id') query = query.orderBy('id', direction);
+    const fetched = (await query.limit(limit + 1).execute()) as Row[];
+    const more = fetched.length > limit;
+    const rows = fetched.slice(0, limit);
+    if (reverse) rows.reverse();
+
+    const cursorAt = (row: Row, back: boolean) =>
+      cursors.encode({ ordering: ordering.name, value: row[ordering.column] as SortValue, id: row.id, reverse: back });
+    const first = rows[0];
+    const last = rows[rows.length - 1];
+    // Forward: a next page exists if we read past the limit; a previous one if we started from
+    // a cursor. Backward: the reverse.
+    const hasNext = reverse ? position !== null : more;
+    const hasPrevious = reverse ? more : position !== null;
+    const next = hasNext && last ? withQuery(collectionPath, request.query, { cursor: cursorAt(last, false) }) : null;
+    const previous = hasPrevious && first ? withQuery(collectionPath, request.query, { cursor: cursorAt(first, true) }) : null;
+    return { rows, next, previous };
+  }
+
+  async function loadRow(executor: DynamicDb, id: number, lock: boolean): Promise<Row> {
+    let query = executor.selectFrom(resource.table).selectAll().where('id', '=', id);
+    // Serialises concurrent updates of one record on PostgreSQL; SQLite has one writer anyway.
+    if (lock && storage.dialect === 'postgres') query = query.forUpdate();
+    const row = (await query.executeTakeFirst()) as Row | undefined;
+    if (!row) throw new NotFound();
+    return row;
+  }
+
+  function checkObjectPermission(request: ApiRequest, row: Row): void {
+    const ownerId = resource.owner ? Number(row[resource.owner.column]) : null;
+    if (!resource.permission.hasObjectPermission({ method: request.method, user: request.user }, { ownerId })) {
+      throw permissionDenied(request.identity);
+    }
+  }
+
+  async function notify(executor: DynamicDb, change: Omit<Parameters<ChangeListener>[1], 'resource'>): Promise<void> {
+    for (const listener of listeners) await listener(executor as never, { resource, ...change });
+  }
+
+  const list: Action = {
+    permission: resource.permission,
+    async handle(request) {
+      const page = parsePageRequest(request.query, resource.orderings, resource.defaultOrdering, cursors);
+      const { rows, next, previous } = await listPage(request, page);
+      const link = linkHeader(next, previous);
+      return {
+        body: { next, previous, results: await represent(rows) },
+        ...(link ? { headers: { link } } : {}),
+      };
+    },
+  };
+
+  const create: Action = {
+    permission: resource.permission,
+    async handle(request) {
+      const { values, errors } = validateInput(resource.fields, await request.data(), { partial: false });
+      if (Object.keys(errors).length) throw new ValidationError(errors);
+      const user = request.user!;
+      const now = Date.now();
+      const record = await db.transaction().execute(async (trx) => {
+        const row = (await trx
+          .insertInto(resource.table)
+          .values({
+            ...values,
+            ...(resource.owner ? { [resource.owner.column]: user.id } : {}),
+            ...(resource.timestamps ? { created_at: now, updated_at: now } : {}),
+          })
+          .returningAll()
+          .executeTakeFirstOrThrow()) as Row;
+        const representation = await representOne(row, trx);
+        await notify(trx, { action: 'created', record: representation, actor: user });
+        return representation;
+      });
+      return { status: 201, body: record, headers: { location: String(record.url) } };
+    },
+  };
+
+  const retrieve: Action = {
+    permission: resource.permission,
+    async handle(request) {
+      const row = await loadRow(db, parseId(request.params.id), false);
+      checkObjectPermission(request, row);
+      return { body: await representOne(row) };
+    },
+  };
+
+  function updateAction(partial: boolean): Action {
+    return {
+      permission: resource.permission,
+      async handle(request) {
+        const id = parseId(request.params.id);
+        const data = await request.data();
+        const user = request.user!;
+        const record = await db.transaction().execute(async (trx) => {
+          const row = await loadRow(trx, id, true);
+          checkObjectPermission(request, row);
+          const before = await representOne(row, trx);
+          assertIfMatch(request.raw.headers['if-match'], entityTag(renderJson(before), JSON_TYPE));
+          const { values, errors } = validateInput(resource.fields, data, { partial });
+          if (Object.keys(errors).length) throw new ValidationError(errors);
+          const changes: Record<string, { from: unknown }> = {};
+          for (const [name, value] of Object.entries(values)) if (row[name] !== value) changes[name] = { from: row[name] };
+          if (Object.keys(changes).length === 0) return before;
+          const updated = (await trx
+            .updateTable(resource.table)
+            .set({ ...values, ...(resource.timestamps ? { updated_at: Math.max(Date.now(), Number(row.updated_at)) } : {}) })
+            .where('id', '=', id)
+            .returningAll()
+            .executeTakeFirstOrThrow()) as Row;
+          const representation = await representOne(updated, trx);
+          await notify(trx, { action: 'updated', record: representation, changes, actor: user });
+          return representation;
+        });
+        return { body: record };
+      },
+    };
+  }
+
+  const destroy: Action = {
+    permission: resource.permission,
+    async handle(request) {
+      const id = parseId(request.params.id);
+      const user = request.user!;
+      await db.transaction().execute(async (trx) => {
+        const row = await loadRow(trx, id, true);
+        checkObjectPermission(request, row);
+        const before = await representOne(row, trx);
+        assertIfMatch(request.raw.headers['if-match'], entityTag(renderJson(before), JSON_TYPE));
+        await trx.deleteFrom(resource.table).where('id', '=', id).execute();
+        await notify(trx, { action: 'deleted', record: before, actor: user });
+      });
+      return { status: 204 };
+    },
+  };
+
+  const metadata = () => ({
+    actions: has('create') || has('update')
+      ? {
+          [has('create') ? 'POST' : 'PUT']: Object.fromEntries([
+            ['url', { type: 'field', required: false, read_only: true, label: 'Url' }],
+            ['id', { type: 'integer', required: false, read_only: true, label: 'ID' }],
+            ...Object.entries(resource.fields).map(([name, field]) => [name, field.metadata()]),
+            ...(resource.owner ? [[resource.owner.field, { type: 'field', required: false, read_only: true, label: 'Owner' }]] : []),
+            ...(resource.timestamps
+              ? [
+                  ['created_at', { type: 'datetime', required: false, read_only: true, label: 'Created at' }],
+                  ['updated_at', { type: 'datetime', required: false, read_only: true, label: 'Updated at' }],
+                ]
+              : []),
+          ]),
+        }
+      : undefined,
+  });
+
+  const collection: View = {
+    name: `${resource.label} List`,
+    description: resource.description,
+    path: collectionPath,
+    actions: { ...(has('list') ? { GET: list } : {}), ...(has('create') ? { POST: create } : {}) },
+    mediaTypes: RECORD_MEDIA_TYPES,
+    columns,
+    metadata,
+  };
+
+  const detail: View = {
+    name: `${resource.label} Instance`,
+    description: resource.description,
+    path: `${collectionPath}:id/`,
+    actions: {
+      ...(has('retrieve') ? { GET: retrieve } : {}),
+      ...(has('update') ? { PUT: updateAction(false) } : {}),
+      ...(has('partial_update') ? { PATCH: updateAction(true) } : {}),
+      ...(has('destroy') ? { DELETE: destroy } : {}),
+    },
+    mediaTypes: RECORD_MEDIA_TYPES,
+    columns,
+    metadata,
+  };
+
+  return { resource, db, collection, detail, views: [collection, detail], represent, representOne, loadRow };
+}
+
+export type ViewSet = ReturnType<typeof buildViewSet>;
