@@ -7,18 +7,21 @@ import { UserStore } from './auth/users.js';
 import type { Config } from './config.js';
 import type { Storage } from './db/database.js';
 import { createMetrics, type Metrics } from './http/metrics.js';
+import { buildOpenApi } from './http/openapi.js';
 import { registerOperations } from './http/operations.js';
 import { CursorCodec } from './http/pagination.js';
 import { BODY_LIMIT } from './http/parsers.js';
 import { createPipeline } from './http/pipeline.js';
 import { notFoundHandler, problemHandler } from './http/problem-handler.js';
 import { METHODS, type View } from './http/view.js';
+import { docsViews } from './resources/docs.js';
 import { experiences } from './resources/experiences.js';
 import type { ChangeListener } from './resources/resource.js';
 import { rootView } from './resources/root.js';
 import { meView, users } from './resources/users.js';
 import { buildViewSet } from './resources/viewset.js';
 import { RequestThrottle, type LimiterFactory } from './throttling/request-throttle.js';
+import { VERSION } from './version.js';
 
 /** Everything a running server holds, for the CLI to start and stop. */
 export interface App {
@@ -87,6 +90,8 @@ export async function buildApp(config: Config, storage: Storage, options: AppOpt
     meView(userViews),
     ...userViews.views,
   ];
+  // API.md §5: generated on first request from the declarations and every view registered here.
+  views.push(...docsViews(() => buildOpenApi({ resources: [experiences, users], views, version: VERSION })));
   for (const view of views) {
     server.route({ method: [...METHODS], url: view.path, config: { view }, handler: pipeline.dispatch });
   }

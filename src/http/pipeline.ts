@@ -144,20 +144,22 @@ function describe(view: View): Record<string, unknown> {
 function render(request: FastifyRequest, reply: FastifyReply, view: View, response: ApiResponse): void {
   const status = response.status ?? 200;
   if (response.headers) reply.headers(response.headers);
-  if (response.body === undefined) {
+  if (response.body === undefined && response.rendered === undefined) {
     reply.code(status).send();
     return;
   }
   const mediaType = request.api!.mediaType;
   const renderer = RENDERERS[mediaType]!;
   const path = request.url;
-  const text = renderer(response.body, {
-    columns: view.columns ?? [],
-    title: view.name,
-    path,
-    status,
-    allow: allowedMethods(view),
-  });
+  const text =
+    response.rendered ??
+    renderer(response.body, {
+      columns: view.columns ?? [],
+      title: view.name,
+      path,
+      status,
+      allow: allowedMethods(view),
+    });
   reply.header('content-type', CONTENT_TYPES[mediaType] ?? mediaType);
   if ((request.method === 'GET' || request.method === 'HEAD') && status === 200) {
     const etag = entityTag(text, mediaType);

@@ -28,6 +28,11 @@ export interface ApiResponse {
   readonly status?: number;
   /** Omitted for 204. */
   readonly body?: unknown;
+  /**
+   * Text already in the negotiated media type, sent as-is instead of rendering `body` (the docs
+   * page, which is a document rather than data in the browsable API). ETag and 304 still apply.
+   */
+  readonly rendered?: string;
   readonly headers?: Readonly<Record<string, string>>;
 }
 

@@ -1,0 +1,490 @@
+import { DEFAULT_LIMIT, MAX_LIMIT } from './pagination.js';
+import { BODY_LIMIT, SUPPORTED_MEDIA_TYPES } from './parsers.js';
+import { PROBLEM_TYPE } from './problem-handler.js';
+import { JSON_TYPE } from './renderers.js';
+import type { Method, View } from './view.js';
+import { representationFields, type ActionName, type ResourceDeclaration } from '../resources/resource.js';
+
+/**
+ * The OpenAPI 3.1 document (API.md §5), generated from the resource declarations and the
+ * registered views, never kept by hand: a resource's schema, parameters and operations come from
+ * its declaration, and any other view (auth, webhooks …) is described from its name,
+ * description, path and methods, so it appears as soon as it is registered.
+ */
+
+/** A JSON Schema 2020-12 object (OpenAPI 3.1 uses JSON Schema as is). */
+export type SchemaObject = Record<string, unknown>;
+// A type alias, not an interface, so a reference may stand wherever a schema object may.
+export type Reference = { readonly $ref: string };
+export interface ParameterObject {
+  name: string;
+  in: 'path' | 'query' | 'header';
+  required: boolean;
+  description?: string;
+  schema: SchemaObject;
+}
+export interface HeaderObject {
+  description: string;
+  schema: SchemaObject;
+}
+export interface MediaTypeObject {
+  schema: SchemaObject;
+}
+export interface ResponseObject {
+  description: string;
+  headers?: Record<string, HeaderObject | Reference>;
+  content?: Record<string, MediaTypeObject>;
+}
+export interface RequestBodyObject {
+  required: boolean;
+  content: Record<string, MediaTypeObject>;
+}
+export interface OperationObject {
+  operationId: string;
+  summary: string;
+  description?: string;
+  tags: string[];
+  parameters?: Array<ParameterObject | Reference>;
+  requestBody?: RequestBodyObject;
+  responses: Record<string, ResponseObject | Reference>;
+}
+export type OperationMethod = 'get' | 'post' | 'put' | 'patch' | 'delete';
+export type PathItemObject = { parameters?: ParameterObject[] } & Partial<Record<OperationMethod, OperationObject>>;
+export interface SecuritySchemeObject {
+  type: 'http' | 'apiKey';
+  description: string;
+  scheme?: string;
+  bearerFormat?: string;
+  in?: 'cookie';
+  name?: string;
+}
+
+export interface OpenApiDocument {
+  openapi: '3.1.0';
+  info: { title: string; version: string; description: string };
+  tags: Array<{ name: string; description?: string }>;
+  paths: Record<string, PathItemObject>;
+  components: {
+    schemas: Record<string, SchemaObject>;
+    parameters: Record<string, ParameterObject>;
+    headers: Record<string, HeaderObject>;
+    responses: Record<string, ResponseObject>;
+    securitySchemes: Record<string, SecuritySchemeObject>;
+  };
+  security: Array<Record<string, string[]>>;
+}
+
+export interface OpenApiOptions {
+  readonly resources: readonly ResourceDeclaration[];
+  readonly views: readonly View[];
+  readonly version: string;
+  readonly title?: string;
+}
+
+/** The methods documented; HEAD (GET without a body) and OPTIONS (metadata) exist on every path. */
+export const OPERATION_METHODS: ReadonlyArray<Exclude<Method, 'HEAD' | 'OPTIONS'>> = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];
+type OperationVerb = (typeof OPERATION_METHODS)[number];
+
+const ref = (kind: keyof OpenApiDocument['components'], name: string): Reference => ({ $ref: `#/components/${kind}/${name}` });
+
+const DESCRIPTION = [
+  'A Django REST Framework–style resource API. Paths end with `/`. Responses are chosen by `Accept`:',
+  '`application/json` (default), `text/html` (the browsable API) and, for records and collections,',
+  '`text/csv`. Request bodies may be JSON, URL-encoded forms or multipart forms; unknown and read-only',
+  'fields are ignored. Errors are `application/problem+json` (RFC 9457). Every response carries the',
+  '`X-Rate-Limit-*` headers. A method a path does not have is a 405 with `Allow`.',
+].join(' ');
+
+// API.md §3: the schemes, tried in this order; no credentials at all is an anonymous caller.
+const SECURITY_SCHEMES: Record<string, SecuritySchemeObject> = {
+  basicAuth: { type: 'http', scheme: 'basic', description: 'Username and password (RFC 7617). Wrong credentials are a 401 on any method.' },
+  bearerAuth: {
+    type: 'http',
+    scheme: 'bearer',
+    bearerFormat: 'JWT',
+    description: 'An access token from `POST /api/v1/auth/token/`, renewed with `POST /api/v1/auth/token/refresh/`.',
+  },
+  cookieAuth: {
+    type: 'apiKey',
+    in: 'cookie',
+    name: 'sessionid',
+    description: 'The session cookie set by `POST /api/v1/auth/session/`. Unsafe methods also need `X-CSRFToken` equal to the `csrftoken` cookie.',
+  },
+};
+
+const HEADERS: Record<string, HeaderObject> = {
+  'X-Rate-Limit-Limit': { description: 'Requests allowed in the current window.', schema: { type: 'integer', minimum: 0 } },
+  'X-Rate-Limit-Remaining': { description: 'Requests left in the current window, this one counted.', schema: { type: 'integer', minimum: 0 } },
+  'X-Rate-Limit-Reset': { description: 'Seconds until the current window ends (not a timestamp).', schema: { type: 'integer', minimum: 0 } },
+  'Retry-After': { description: 'Seconds to wait before trying again.', schema: { type: 'integer', minimum: 1 } },
+  ETag: { description: 'A strong entity tag of this representation, for `If-None-Match` and `If-Match`.', schema: { type: 'string' } },
+  Location: { description: 'The path of the record created.', schema: { type: 'string', format: 'uri-reference' } },
+  Link: { description: 'RFC 8288 links to the `next` and `prev` pages.', schema: { type: 'string' } },
+  'WWW-Authenticate': { description: 'The challenge: `Basic realm="api"`.', schema: { type: 'string' } },
+  Allow: { description: 'The methods this path has.', schema: { type: 'string' } },
+};
+
+const RATE_LIMIT_HEADERS = {
+  'X-Rate-Limit-Limit': ref('headers', 'X-Rate-Limit-Limit'),
+  'X-Rate-Limit-Remaining': ref('headers', 'X-Rate-Limit-Remaining'),
+  'X-Rate-Limit-Reset': ref('headers', 'X-Rate-Limit-Reset'),
+};
+
+const PROBLEM_SCHEMA: SchemaObject = {
+  type: 'object',
+  description: 'An RFC 9457 problem. Extra members: `errors` for invalid input, `available` (406), `supported` (415).',
+  required: ['type', 'title', 'status', 'detail'],
+  properties: {
+    type: { type: 'string', format: 'uri-reference', description: 'A stable identifier of the kind of problem.' },
+    title: { type: 'string' },
+    status: { type: 'integer', minimum: 400, maximum: 599 },
+    detail: { type: 'string' },
+    errors: {
+      type: 'object',
+      description: 'Messages per field or query parameter.',
+      additionalProperties: { type: 'array', items: { type: 'string' } },
+    },
+  },
+};
+
+/** The problem responses (API.md §1 status codes), shared by every operation that can give them. */
+const PROBLEMS: Record<number, { name: string; description: string; headers?: Record<string, Reference> }> = {
+  400: { name: 'BadRequest', description: 'A malformed body, invalid fields or a bad query parameter; `errors` says which.' },
+  401: {
+    name: 'Unauthorized',
+    description: 'Credentials are required, or the ones sent are wrong (on any method).',
+    headers: { 'WWW-Authenticate': ref('headers', 'WWW-Authenticate') },
+  },
+  403: { name: 'Forbidden', description: 'Authenticated but not allowed (e.g. another user’s record, or a missing CSRF token).' },
+  404: { name: 'NotFound', description: 'Nothing at this address.' },
+  405: {
+    name: 'MethodNotAllowed',
+    description: 'The path does not have this method (answered before authentication).',
+    headers: { Allow: ref('headers', 'Allow') },
+  },
+  406: { name: 'NotAcceptable', description: 'No offered media type satisfies `Accept`; `available` lists them.' },
+  412: { name: 'PreconditionFailed', description: '`If-Match` does not match the current representation.' },
+  413: { name: 'PayloadTooLarge', description: `The request body is larger than ${BODY_LIMIT / 1024 / 1024} MiB.` },
+  415: { name: 'UnsupportedMediaType', description: 'The body’s `Content-Type` is not one this API reads; `supported` lists them.' },
+  429: {
+    name: 'TooManyRequests',
+    description: 'The rate limit is used up; `Retry-After` says when to try again.',
+    headers: { 'Retry-After': ref('headers', 'Retry-After') },
+  },
+};
+
+function problemResponses(): Record<string, ResponseObject> {
+  const responses: Record<string, ResponseObject> = {};
+  for (const { name, description, headers } of Object.values(PROBLEMS)) {
+    responses[name] = {
+      description,
+      headers: { ...headers, ...RATE_LIMIT_HEADERS },
+      content: { [PROBLEM_TYPE]: { schema: ref('schemas', 'Problem') } },
+    };
+  }
+  responses.NotModified = { description: 'Not modified: `If-None-Match` matched.', headers: { ETag: ref('headers', 'ETag'), ...RATE_LIMIT_HEADERS } };
+  return responses;
+}
+
+const PARAMETERS: Record<string, ParameterObject> = {
+  limit: {
+    name: 'limit',
+    in: 'query',
+    required: false,
+    description: 'Records per page.',
+    schema: { type: 'integer', minimum: 1, maximum: MAX_LIMIT, default: DEFAULT_LIMIT },
+  },
+  cursor: {
+    name: 'cursor',
+    in: 'query',
+    required: false,
+    description: 'An opaque position from a `next` or `previous` link; one the server did not issue is a 400.',
+    schema: { type: 'string' },
+  },
+  'If-None-Match': {
+    name: 'If-None-Match',
+    in: 'header',
+    required: false,
+    description: 'A 304 when it matches the current ETag.',
+    schema: { type: 'string' },
+  },
+  'If-Match': {
+    name: 'If-Match',
+    in: 'header',
+    required: false,
+    description: 'A 412 when it does not match the current ETag.',
+    schema: { type: 'string' },
+  },
+};
+
+/** `/api/v1/experiences/:id/` → `/api/v1/experiences/{id}/`. */
+function openApiPath(path: string): string {
+  return path.replace(/:([A-Za-z_][A-Za-z0-9_]*)/g, '{$1}');
+}
+
+/** A record path string (API.md §1: relations are paths). */
+function recordPathSchema(collection: string, description: string): SchemaObject {
+  return { type: 'string', format: 'uri-reference', pattern: `^/api/v1/${collection}/[1-9][0-9]*/$`, description };
+}
+
+/** The record representation: every field always present, read-only ones marked. */
+function recordSchema(resource: ResourceDeclaration): SchemaObject {
+  const properties: Record<string, SchemaObject> = {
+    url: { ...recordPathSchema(resource.name, 'This record’s own path.'), readOnly: true },
+    id: { type: 'integer', minimum: 1, readOnly: true },
+  };
+  for (const [name, field] of Object.entries(resource.readOnlyFields ?? {})) properties[name] = { title: field.label, ...field.schema, readOnly: true };
+  for (const [name, field] of Object.entries(resource.fields)) properties[name] = { title: field.label, ...field.schema };
+  if (resource.owner) properties[resource.owner.field] = { ...recordPathSchema('users', 'The user who created it.'), readOnly: true };
+  for (const [name, relation] of Object.entries(resource.related ?? {})) {
+    properties[name] = { type: 'array', readOnly: true, items: recordPathSchema(relation.collection, `A path in ${relation.collection}.`) };
+  }
+  if (resource.timestamps) {
+    properties.created_at = { type: 'string', format: 'date-time', readOnly: true, description: 'RFC 3339, UTC.' };
+    properties.updated_at = { type: 'string', format: 'date-time', readOnly: true, description: 'RFC 3339, UTC.' };
+  }
+  return { type: 'object', description: resource.description, required: representationFields(resource), properties };
+}
+
+/** A request body: the writable fields, required as declared unless `partial` (PATCH). */
+function inputSchema(resource: ResourceDeclaration, partial: boolean): SchemaObject {
+  const properties = Object.fromEntries(Object.entries(resource.fields).map(([name, field]) => [name, { title: field.label, ...field.schema }]));
+  const required = partial ? [] : Object.entries(resource.fields).filter(([, field]) => field.required).map(([name]) => name);
+  return {
+    type: 'object',
+    description: 'Strings are trimmed before they are checked. Unknown and read-only fields are ignored.',
+    ...(required.length ? { required } : {}),
+    properties,
+  };
+}
+
+function pageSchema(label: string): SchemaObject {
+  const link = { type: ['string', 'null'], format: 'uri-reference', description: 'Path of the neighbouring page, or null.' };
+  return {
+    type: 'object',
+    required: ['next', 'previous', 'results'],
+    properties: { next: link, previous: link, results: { type: 'array', items: ref('schemas', label) } },
+  };
+}
+
+/** The view's media types; JSON gets the schema, the others (HTML, CSV) are text. */
+function content(mediaTypes: readonly string[], schema: SchemaObject): Record<string, MediaTypeObject> {
+  return Object.fromEntries(mediaTypes.map((type) => [type, { schema: type === JSON_TYPE ? schema : { type: 'string' } }]));
+}
+
+function requestBody(schema: SchemaObject, required: boolean): RequestBodyObject {
+  return { required, content: Object.fromEntries(SUPPORTED_MEDIA_TYPES.map((type) => [type, { schema }])) };
+}
+
+function problems(...statuses: number[]): Record<string, Reference> {
+  return Object.fromEntries(statuses.map((status) => [String(status), ref('responses', PROBLEMS[status]!.name)]));
+}
+
+/** Success responses carry the rate-limit headers too (API.md §1: every response). */
+function success(description: string, extraHeaders: Record<string, Reference>, body?: Record<string, MediaTypeObject>): ResponseObject {
+  return { description, headers: { ...extraHeaders, ...RATE_LIMIT_HEADERS }, ...(body ? { content: body } : {}) };
+}
+
+const ETAG = { ETag: ref('headers', 'ETag') };
+const NOT_MODIFIED = { '304': ref('responses', 'NotModified') };
+
+/** What the two operation builders produce; `buildOpenApi` adds the id, summary and tags. */
+interface OperationParts {
+  action: string;
+  parameters?: Array<ParameterObject | Reference>;
+  requestBody?: RequestBodyObject;
+  responses: Record<string, ResponseObject | Reference>;
+}
+
+/** DRF's action names per method, as drf-spectacular uses them in operation ids of other views. */
+const ACTION_OF: Record<OperationVerb, string> = {
+  GET: 'retrieve',
+  POST: 'create',
+  PUT: 'update',
+  PATCH: 'partial_update',
+  DELETE: 'destroy',
+};
+
+// The viewset's routes (`viewset.ts`): which action each method of the two views runs.
+const COLLECTION_ACTIONS: Partial<Record<OperationVerb, ActionName>> = { GET: 'list', POST: 'create' };
+const RECORD_ACTIONS: Partial<Record<OperationVerb, ActionName>> = { GET: 'retrieve', PUT: 'update', PATCH: 'partial_update', DELETE: 'destroy' };
+
+/**
+ * The declared action a view's method runs, or null when the view is not one of the resource's
+ * two or the method is not one of its declared actions (e.g. signup added to `users`), which
+ * is then described like any other view.
+ */
+function declaredAction(resources: readonly ResourceDeclaration[], view: View, method: OperationVerb) {
+  for (const resource of resources) {
+    const table = view.path === `/api/v1/${resource.name}/` ? COLLECTION_ACTIONS : view.path === `/api/v1/${resource.name}/:id/` ? RECORD_ACTIONS : null;
+    const action = table?.[method];
+    if (action && resource.actions.includes(action)) return { resource, action };
+  }
+  return null;
+}
+
+/** One declared action of a resource, with the schemas and parameters its declaration gives. */
+function resourceOperation(resource: ResourceDeclaration, view: View, action: ActionName): OperationParts {
+  const { label } = resource;
+  const body = content(view.mediaTypes, ref('schemas', label));
+  switch (action) {
+    case 'list': {
+      const orderings = Object.keys(resource.orderings).flatMap((ordering) => [ordering, `-${ordering}`]);
+      const filters = Object.entries(resource.filters ?? {}).map(
+        ([name, filter]): ParameterObject => ({ name, in: 'query', required: false, description: filter.description, schema: filter.schema }),
+      );
+      return {
+        action,
+        parameters: [
+          ref('parameters', 'limit'),
+          ref('parameters', 'cursor'),
+          {
+            name: 'ordering',
+            in: 'query',
+            required: false,
+            description: 'Sort order; a leading `-` sorts descending.',
+            schema: { type: 'string', enum: orderings, default: resource.defaultOrdering },
+          },
+          ...filters,
+          ref('parameters', 'If-None-Match'),
+        ],
+        responses: {
+          '200': success('A page of records.', { ...ETAG, Link: ref('headers', 'Link') }, content(view.mediaTypes, ref('schemas', `Paginated${label}List`))),
+          ...NOT_MODIFIED,
+          ...problems(400, 401, 406, 429),
+        },
+      };
+    }
+    case 'retrieve':
+      return {
+        action,
+        parameters: [ref('parameters', 'If-None-Match')],
+        responses: { '200': success('The record.', ETAG, body), ...NOT_MODIFIED, ...problems(401, 403, 404, 406, 429) },
+      };
+    case 'create':
+      return {
+        action,
+        requestBody: requestBody(ref('schemas', `${label}Request`), true),
+        responses: { '201': success('Created.', { Location: ref('headers', 'Location') }, body), ...problems(400, 401, 403, 406, 413, 415, 429) },
+      };
+    case 'update':
+    case 'partial_update':
+      return {
+        action,
+        parameters: [ref('parameters', 'If-Match')],
+        // API.md §2: PUT needs every writable field, PATCH none.
+        requestBody: requestBody(ref('schemas', `${action === 'partial_update' ? 'Patched' : ''}${label}Request`), action === 'update'),
+        responses: { '200': success('The updated record.', {}, body), ...problems(400, 401, 403, 404, 406, 412, 413, 415, 429) },
+      };
+    case 'destroy':
+      return {
+        action,
+        parameters: [ref('parameters', 'If-Match')],
+        responses: { '204': success('Deleted.', {}), ...problems(401, 403, 404, 406, 412, 429) },
+      };
+  }
+}
+
+/** A view without a declaration: described from its methods and media types, with open schemas. */
+function genericOperation(view: View, method: OperationVerb, hasParams: boolean): OperationParts {
+  const notFound = hasParams ? [404] : [];
+  const anything: SchemaObject = {};
+  switch (method) {
+    case 'GET':
+      return {
+        action: ACTION_OF[method],
+        parameters: [ref('parameters', 'If-None-Match')],
+        responses: { '200': success('OK.', ETAG, content(view.mediaTypes, anything)), ...NOT_MODIFIED, ...problems(401, 403, ...notFound, 406, 429) },
+      };
+    case 'DELETE':
+      return { action: ACTION_OF[method], responses: { '2XX': success('Done.', {}), ...problems(401, 403, ...notFound, 406, 429) } };
+    default:
+      return {
+        action: ACTION_OF[method],
+        requestBody: requestBody({ type: 'object' }, false),
+        responses: {
+          '2XX': success('Done.', {}, content(view.mediaTypes, anything)),
+          ...problems(400, 401, 403, ...notFound, 406, 413, 415, 429),
+        },
+      };
+  }
+}
+
+/** Path parameters: ids are positive integers (API.md §1); any other name is a string. */
+function pathParameters(path: string): ParameterObject[] {
+  return [...path.matchAll(/:([A-Za-z_][A-Za-z0-9_]*)/g)].map(([, name]) => ({
+    name: name!,
+    in: 'path' as const,
+    required: true,
+    schema: name === 'id' || name!.endsWith('_id') ? { type: 'integer', minimum: 1 } : { type: 'string' },
+  }));
+}
+
+/** `/api/v1/webhooks/:id/pings/` → `webhooks_pings`, the stem of an operation id. */
+function pathStem(path: string): string {
+  const segments = path.slice('/api/v1/'.length).split('/').filter((segment) => segment && !segment.startsWith(':'));
+  return segments.join('_').replace(/\W/g, '_') || 'root';
+}
+
+/** The first segment after `/api/v1/`: `experiences`, `auth`, `webhooks` …; the root is `root`. */
+function tagOf(path: string): string {
+  return path.slice('/api/v1/'.length).split('/')[0]!.replace(/\W/g, '_') || 'root';
+}
+
+/** Builds the whole document. Pure: the same declarations and views give the same document. */
+export function buildOpenApi({ resources, views, version, title = 'restwire' }: OpenApiOptions): OpenApiDocument {
+  const schemas: Record<string, SchemaObject> = { Problem: PROBLEM_SCHEMA };
+  const tags = new Map<string, string | undefined>();
+  for (const resource of resources) {
+    schemas[resource.label] = recordSchema(resource);
+    schemas[`Paginated${resource.label}List`] = pageSchema(resource.label);
+    if (resource.actions.some((action) => action === 'create' || action === 'update')) schemas[`${resource.label}Request`] = inputSchema(resource, false);
+    if (resource.actions.includes('partial_update')) schemas[`Patched${resource.label}Request`] = inputSchema(resource, true);
+    tags.set(resource.name, resource.description);
+  }
+
+  const paths: Record<string, PathItemObject> = {};
+  const operationIds = new Set<string>();
+  for (const view of views) {
+    const parameters = pathParameters(view.path);
+    const tag = tagOf(view.path);
+    if (!tags.has(tag)) tags.set(tag, undefined);
+    const item: PathItemObject = parameters.length ? { parameters } : {};
+    for (const method of OPERATION_METHODS) {
+      if (!view.actions[method]) continue;
+      const declared = declaredAction(resources, view, method);
+      const operation = declared ? resourceOperation(declared.resource, view, declared.action) : genericOperation(view, method, parameters.length > 0);
+      const stem = declared ? declared.resource.name : pathStem(view.path);
+      let operationId = `${stem}_${operation.action}`;
+      // OpenAPI requires unique ids; two views differing only in a parameter would otherwise clash.
+      for (let n = 2; operationIds.has(operationId); n++) operationId = `${stem}_${operation.action}_${n}`;
+      operationIds.add(operationId);
+      item[method.toLowerCase() as OperationMethod] = {
+        operationId,
+        summary: `${view.name}: ${operation.action.replace('_', ' ')}`,
+        ...(view.description ? { description: view.description } : {}),
+        tags: [tag],
+        ...(operation.parameters ? { parameters: operation.parameters } : {}),
+        ...(operation.requestBody ? { requestBody: operation.requestBody } : {}),
+        responses: operation.responses,
+      };
+    }
+    paths[openApiPath(view.path)] = item;
+  }
+
+  return {
+    openapi: '3.1.0',
+    info: { title, version, description: DESCRIPTION },
+    tags: [...tags].map(([name, description]) => (description ? { name, description } : { name })),
+    paths,
+    components: {
+      schemas,
+      parameters: PARAMETERS,
+      headers: HEADERS,
+      responses: problemResponses(),
+      securitySchemes: SECURITY_SCHEMES,
+    },
+    // Any one scheme, or none: reads are open to anonymous callers (API.md §2, §3).
+    security: [...Object.keys(SECURITY_SCHEMES).map((name) => ({ [name]: [] })), {}],
+  };
+}
