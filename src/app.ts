@@ -20,7 +20,8 @@ import type { ChangeListener } from './resources/resource.js';
 import { rootView } from './resources/root.js';
 import { meView, users } from './resources/users.js';
 import { buildViewSet } from './resources/viewset.js';
-import { RequestThrottle, type LimiterFactory } from './throttling/request-throttle.js';
+import { openRedisStore, type RedisStore } from './throttling/redis-store.js';
+import { RequestThrottle, memoryLimiter, type LimiterFactory } from './throttling/request-throttle.js';
 import { VERSION } from './version.js';
 
 /** Everything a running server holds, for the CLI to start and stop. */
@@ -31,6 +32,8 @@ export interface App {
   readonly keys: Keys;
   readonly users: UserStore;
   readonly metrics: Metrics;
+  /** The process's one Redis connection when `REDIS_URL` is set (closed with the server). */
+  readonly redis: RedisStore | null;
 }
 
 export interface AppOptions {
@@ -56,7 +59,11 @@ export async function buildApp(config: Config, storage: Storage, options: AppOpt
   const userStore = new UserStore(storage.db);
 
   const authenticators: Authenticator[] = [basicAuthentication(storeVerifier(userStore))];
-  const throttle = new RequestThrottle({ anon: config.rateLimitAnon, user: config.rateLimitUser }, options.limiterFactory);
+  // Request and login limits count in Redis when REDIS_URL is set, shared by every process (issue #4).
+  const redis = config.redisUrl === null ? null : await openRedisStore(config, { log: server.log, counters: metrics.rateLimitStore });
+  if (redis) server.addHook('onClose', redis.close);
+  const limiters = options.limiterFactory ?? redis?.limiters ?? memoryLimiter;
+  const throttle = new RequestThrottle({ anon: config.rateLimitAnon, user: config.rateLimitUser }, limiters);
   const pipeline = createPipeline({ authenticators, throttle });
 
   server.decorateRequest('api', null);
@@ -97,5 +104,5 @@ export async function buildApp(config: Config, storage: Storage, options: AppOpt
   }
   registerOperations(server, { storage, metrics });
 
-  return { server, config, storage, keys, users: userStore, metrics };
+  return { server, config, storage, keys, users: userStore, metrics, redis };
 }

@@ -15,6 +15,8 @@ export interface Config {
   readonly dataDir: string;
   readonly databaseUrl: string | null;
   readonly redisUrl: string | null;
+  /** Namespaces every Redis key, so deployments (and test runs) sharing one Redis do not collide. */
+  readonly redisKeyPrefix: string;
   readonly secretKey: string | null;
   readonly adminUsername: string | null;
   readonly adminPassword: string | null;
@@ -94,6 +96,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   if (redisUrl !== null && !/^rediss?:\/\//.test(redisUrl)) {
     throw new ConfigError('REDIS_URL', 'expected a redis:// or rediss:// URL');
   }
+  const redisKeyPrefix = read('REDIS_KEY_PREFIX') ?? 'restwire';
+  if (!/^[A-Za-z0-9._:-]{1,64}$/.test(redisKeyPrefix)) {
+    throw new ConfigError('REDIS_KEY_PREFIX', `expected 1-64 letters, digits, '.', '_', ':' or '-', got ${JSON.stringify(redisKeyPrefix)}`);
+  }
   const secretKey = read('SECRET_KEY') ?? null;
   if (secretKey !== null && secretKey.length < 32) {
     throw new ConfigError('SECRET_KEY', 'must be at least 32 characters (leave it unset to generate one)');
@@ -125,6 +131,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     dataDir: resolve(read('DATA_DIR') ?? './data'),
     databaseUrl,
     redisUrl,
+    redisKeyPrefix,
     secretKey,
     adminUsername,
     adminPassword,

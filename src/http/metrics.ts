@@ -28,7 +28,22 @@ export function createMetrics() {
     done();
   }
 
-  return { registry, recordRequest };
+  // The shared rate-limit store (issue #4): while Redis is unreachable each process counts on its
+  // own, so operators need to see when and how often that happened.
+  const rateLimitStore = {
+    outages: new Counter({
+      name: 'restwire_rate_limit_store_outages_total',
+      help: 'Times the shared rate-limit store (Redis) became unreachable; limits were per process until it returned.',
+      registers: [registry],
+    }),
+    errors: new Counter({
+      name: 'restwire_rate_limit_store_errors_total',
+      help: 'Rate-limit operations the shared store (Redis) could not answer; the in-process fallback counted them.',
+      registers: [registry],
+    }),
+  };
+
+  return { registry, recordRequest, rateLimitStore };
 }
 
 export type Metrics = ReturnType<typeof createMetrics>;

@@ -23,6 +23,14 @@ import { allowedMethods, type ApiRequest, type ApiResponse, type Method, type Vi
  */
 export const API_PREFIX = '/api/v1/';
 
+/**
+ * Whether a request URL is an API request, counted and given X-Rate-Limit-* headers. `/api/v1`
+ * without its slash is one too: the not-found handler answers it with a 308 (API.md §1, §6).
+ */
+export function isApiRequest(url: string): boolean {
+  return url.startsWith(API_PREFIX) || url === '/api/v1' || url.startsWith('/api/v1?');
+}
+
 /** Per-request state the stages hand on to each other. */
 export interface ApiState {
   view: View | null;
@@ -72,7 +80,7 @@ export function createPipeline({ authenticators, throttle }: PipelineOptions) {
 
   /** Stage 1 (onRequest): what can be decided from the request line and headers alone. */
   async function initial(request: FastifyRequest, reply: FastifyReply): Promise<void> {
-    if (!request.url.startsWith(API_PREFIX)) return;
+    if (!isApiRequest(request.url)) return;
     const view = request.routeOptions.config.view ?? null;
     const state: ApiState = { view, mediaType: JSON_TYPE, identity: null, throttle: null };
     request.api = state;

@@ -13,7 +13,7 @@ export interface ThrottleState {
 /** Who a request counts against: the user when authenticated, else the client IP (API.md §1). */
 export type ThrottleKey = { userId: number } | { ip: string };
 
-/** Builds the limiter for one rate; memory by default, Redis when configured (see redis-store.ts). */
+/** Builds the limiter for one rate; memory by default, Redis when configured (`redisLimiters` in redis-store.ts). */
 export type LimiterFactory = (rate: Rate, keyPrefix: string) => RateLimiterAbstract;
 
 export const memoryLimiter: LimiterFactory = (rate, keyPrefix) =>
@@ -31,8 +31,9 @@ export class RequestThrottle {
     private readonly rates: { anon: Rate; user: Rate },
     factory: LimiterFactory = memoryLimiter,
   ) {
-    this.anonymous = factory(rates.anon, 'restwire:rl:anon');
-    this.authenticated = factory(rates.user, 'restwire:rl:user');
+    // Bare names: the Redis store adds the deployment's REDIS_KEY_PREFIX (redis-store.ts).
+    this.anonymous = factory(rates.anon, 'rate:anon');
+    this.authenticated = factory(rates.user, 'rate:user');
   }
 
   /** Counts one request against the key and reports the window's state. */

@@ -1,0 +1,47 @@
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { parseRate } from '../config.js';
+import { RequestThrottle } from './request-throttle.js';
+
+const rates = { anon: parseRate('RATE_LIMIT_ANON', '3/minute'), user: parseRate('RATE_LIMIT_USER', '5/hour') };
+
+describe('RequestThrottle (memory)', () => {
+  afterEach(() => vi.useRealTimers());
+
+  it('counts the current request in Remaining: a limit of 3 gives 2, 1, 0, then a refusal (API.md §6)', async () => {
+    const throttle = new RequestThrottle(rates);
+    const states = [];
+    for (let i = 0; i < 5; i++) states.push(await throttle.hit({ ip: '192.0.2.1' }));
+    expect(states.map((s) => [s.allowed, s.limit, s.remaining])).toEqual([
+      [true, 3, 2],
+      [true, 3, 1],
+      [true, 3, 0],
+      [false, 3, 0],
+      [false, 3, 0],
+    ]);
+  });
+
+  it('reports Reset as whole seconds left in the window, never a timestamp', async () => {
+    vi.useFakeTimers({ now: Date.UTC(2026, 0, 1) });
+    const throttle = new RequestThrottle(rates);
+    expect((await throttle.hit({ ip: '192.0.2.2' })).resetSeconds).toBe(60);
+    vi.advanceTimersByTime(20_500);
+    expect((await throttle.hit({ ip: '192.0.2.2' })).resetSeconds).toBe(40);
+  });
+
+  it('starts a new window when the old one ends (a fixed window from the first request)', async () => {
+    vi.useFakeTimers({ now: Date.UTC(2026, 0, 1) });
+    const throttle = new RequestThrottle(rates);
+    for (let i = 0; i < 4; i++) await throttle.hit({ ip: '192.0.2.3' });
+    vi.advanceTimersByTime(60_001);
+    expect(await throttle.hit({ ip: '192.0.2.3' })).toMatchObject({ allowed: true, remaining: 2, resetSeconds: 60 });
+  });
+
+  it('keys users by id with the user rate, and anonymous callers by IP with the anonymous rate', async () => {
+    const throttle = new RequestThrottle(rates);
+    for (let i = 0; i < 3; i++) await throttle.hit({ ip: '192.0.2.4' });
+    expect((await throttle.hit({ ip: '192.0.2.4' })).allowed).toBe(false);
+    expect(await throttle.hit({ ip: '192.0.2.5' })).toMatchObject({ allowed: true, limit: 3, remaining: 2 });
+    expect(await throttle.hit({ userId: 7 })).toMatchObject({ allowed: true, limit: 5, remaining: 4, resetSeconds: 3600 });
+    expect(await throttle.hit({ userId: 8 })).toMatchObject({ remaining: 4 });
+  });
+});
