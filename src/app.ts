@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
+import cookie from '@fastify/cookie';
 import cors from '@fastify/cors';
 import Fastify, { type FastifyInstance } from 'fastify';
-import { basicAuthentication, storeVerifier, type Authenticator } from './auth/authenticators.js';
+import { createAuthentication } from './auth/authentication.js';
 import { loadKeys, type Keys } from './auth/keys.js';
 import { UserStore } from './auth/users.js';
 import type { Config } from './config.js';
@@ -14,6 +15,7 @@ import { BODY_LIMIT } from './http/parsers.js';
 import { createPipeline } from './http/pipeline.js';
 import { notFoundHandler, problemHandler } from './http/problem-handler.js';
 import { METHODS, type View } from './http/view.js';
+import { authViews, withSignup } from './resources/auth-views.js';
 import { docsViews } from './resources/docs.js';
 import { experiences } from './resources/experiences.js';
 import type { ChangeListener } from './resources/resource.js';
@@ -58,13 +60,13 @@ export async function buildApp(config: Config, storage: Storage, options: AppOpt
   const metrics = createMetrics();
   const userStore = new UserStore(storage.db);
 
-  const authenticators: Authenticator[] = [basicAuthentication(storeVerifier(userStore))];
   // Request and login limits count in Redis when REDIS_URL is set, shared by every process (issue #4).
   const redis = config.redisUrl === null ? null : await openRedisStore(config, { log: server.log, counters: metrics.rateLimitStore });
   if (redis) server.addHook('onClose', redis.close);
   const limiters = options.limiterFactory ?? redis?.limiters ?? memoryLimiter;
+  const auth = await createAuthentication({ config, storage, keys, users: userStore, limiterFactory: limiters });
   const throttle = new RequestThrottle({ anon: config.rateLimitAnon, user: config.rateLimitUser }, limiters);
-  const pipeline = createPipeline({ authenticators, throttle });
+  const pipeline = createPipeline({ authenticators: auth.authenticators, throttle });
 
   server.decorateRequest('api', null);
   server.setErrorHandler(problemHandler);
@@ -85,6 +87,8 @@ export async function buildApp(config: Config, storage: Storage, options: AppOpt
       maxAge: 600,
     });
   }
+  // Parses `Cookie` in its own onRequest hook, which must run before the pipeline's (sessions).
+  await server.register(cookie);
   server.addHook('onRequest', pipeline.initial);
 
   const cursors = new CursorCodec(keys.derive('cursor'));
@@ -95,7 +99,10 @@ export async function buildApp(config: Config, storage: Storage, options: AppOpt
     rootView(['experiences', 'users', 'webhooks']),
     ...experienceViews.views,
     meView(userViews),
-    ...userViews.views,
+    // API.md §6: signup is a POST on the users collection only while ALLOW_SIGNUP is on (else 405).
+    config.allowSignup ? withSignup(userViews.collection, userViews, userStore) : userViews.collection,
+    userViews.detail,
+    ...authViews({ ...auth, users: userStore }),
   ];
   // API.md §5: generated on first request from the declarations and every view registered here.
   views.push(...docsViews(() => buildOpenApi({ resources: [experiences, users], views, version: VERSION })));

@@ -19,6 +19,8 @@ export function toUser(row: Pick<UserRow, 'id' | 'username' | 'password_changed_
 
 /** User accounts: lookup, creation and password checks. */
 export class UserStore {
+  private readonly passwordListeners: Array<(userId: number, passwordChangedAt: number) => void> = [];
+
   constructor(private readonly db: Kysely<Database>) {}
 
   async findById(id: number): Promise<User | null> {
@@ -61,13 +63,25 @@ export class UserStore {
     }
   }
 
+  /**
+   * Sets a new password and ends everything issued under the old one: refresh tokens and
+   * sessions at once (rows), access tokens and cached Basic credentials through the listeners
+   * (see password-changes.ts for the bound across processes).
+   */
   async setPassword(userId: number, password: string): Promise<void> {
     const hash = await hashPassword(password);
-    await this.db
-      .updateTable('users')
-      .set({ password_hash: hash, password_changed_at: Date.now() })
-      .where('id', '=', userId)
-      .execute();
+    const changedAt = Date.now();
+    await this.db.transaction().execute(async (trx) => {
+      await trx.updateTable('users').set({ password_hash: hash, password_changed_at: changedAt }).where('id', '=', userId).execute();
+      await trx.deleteFrom('refresh_tokens').where('user_id', '=', userId).execute();
+      await trx.deleteFrom('sessions').where('user_id', '=', userId).execute();
+    });
+    for (const listener of this.passwordListeners) listener(userId, changedAt);
+  }
+
+  /** Calls `listener` after every password change made through this store. */
+  onPasswordChange(listener: (userId: number, passwordChangedAt: number) => void): void {
+    this.passwordListeners.push(listener);
   }
 
   /**

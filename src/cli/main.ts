@@ -4,6 +4,9 @@ import { ConfigError, loadConfig } from '../config.js';
 import { openStorage } from '../db/database.js';
 import { migrateToLatest } from '../db/migrations.js';
 import { UserStore } from '../auth/users.js';
+import { loadKeys } from '../auth/keys.js';
+import { PasswordChangeLog } from '../auth/password-changes.js';
+import { AccessTokens, createKeyring } from '../auth/tokens.js';
 import { VERSION } from '../version.js';
 import { serve } from './serve.js';
 
@@ -59,6 +62,25 @@ program
     } catch (error) {
       if (error instanceof UsernameTaken) fail(error.message);
       throw error;
+    } finally {
+      await storage.close();
+    }
+  });
+
+program
+  .command('token')
+  .description('print an access token for a user (alone on stdout, for scripts)')
+  .argument('<name>', 'user name')
+  .action(async (name: string) => {
+    const config = loadConfig();
+    const storage = await openStorage(config);
+    try {
+      const user = await new UserStore(storage.db).findByUsername(name);
+      if (!user) fail(`no user named "${name}"`);
+      const keys = await loadKeys(storage.db, config.secretKey);
+      // This process verifies nothing, so it needs no knowledge of password changes.
+      const tokens = new AccessTokens(await createKeyring(keys.derive('access-token')), config.accessTokenSeconds, new PasswordChangeLog(0));
+      process.stdout.write(`${(await tokens.issue(user)).accessToken}\n`);
     } finally {
       await storage.close();
     }

@@ -51,6 +51,13 @@ export class AuthenticationFailed extends ApiError {
   override readonly headers: Record<string, string> = { 'www-authenticate': 'Basic realm="api"' };
 }
 
+/** A rejected Bearer token (RFC 6750 §3.1): 401 on any method, with a Bearer challenge (API.md §6). */
+export class InvalidToken extends AuthenticationFailed {
+  override readonly code = 'invalid_token';
+  override readonly title = 'Invalid token';
+  override readonly headers: Record<string, string> = { 'www-authenticate': 'Bearer realm="api", error="invalid_token"' };
+}
+
 export class NotAuthenticated extends AuthenticationFailed {
   override readonly code = 'not_authenticated';
   override readonly title = 'Authentication required';

@@ -33,7 +33,8 @@ export interface ApiResponse {
    * page, which is a document rather than data in the browsable API). ETag and 304 still apply.
    */
   readonly rendered?: string;
-  readonly headers?: Readonly<Record<string, string>>;
+  /** A list sends the header once per value (several `Set-Cookie`). */
+  readonly headers?: Readonly<Record<string, string | string[]>>;
 }
 
 /** One method of a view: who may call it and what it does. */

@@ -1,0 +1,193 @@
+import type { FastifyRequest } from 'fastify';
+import type { CredentialVerifier } from '../auth/authenticators.js';
+import { allowAny } from '../auth/permissions.js';
+import type { RefreshTokens } from '../auth/refresh-tokens.js';
+import { SESSION_COOKIE, type SessionStore } from '../auth/sessions.js';
+import type { AccessTokens } from '../auth/tokens.js';
+import type { User } from '../auth/user.js';
+import { USERNAME_PATTERN, UsernameTaken, type UserStore } from '../auth/users.js';
+import { AuthenticationFailed, ValidationError, type FieldErrors } from '../http/errors.js';
+import type { RequestData } from '../http/parsers.js';
+import { JSON_TYPE } from '../http/renderers.js';
+import type { Action, ApiResponse, View } from '../http/view.js';
+import { codePointLength } from './fields.js';
+import type { ViewSet } from './viewset.js';
+
+/**
+ * The sign-in endpoints (API.md §3): tokens for programs, sessions for browsers, and signup
+ * when ALLOW_SIGNUP is on. Credentials go through the same verifier as Basic, so the login
+ * throttle and the credential cache apply to every scheme alike.
+ */
+export interface AuthViewOptions {
+  readonly verify: CredentialVerifier;
+  readonly users: UserStore;
+  readonly accessTokens: AccessTokens;
+  readonly refreshTokens: RefreshTokens;
+  readonly sessions: SessionStore;
+}
+
+// RFC 6749 §5.1: responses carrying credentials must not be stored by caches.
+const NO_STORE = { 'cache-control': 'no-store' } as const;
+
+/** Reads required string fields; 400 with `errors` naming each missing or non-string one. */
+function requiredStrings<const Name extends string>(data: RequestData, names: readonly Name[]): Record<Name, string> {
+  const errors: FieldErrors = {};
+  const values = {} as Record<Name, string>;
+  for (const name of names) {
+    const value = data[name];
+    if (value === undefined || value === null || value === '') errors[name] = ['This field is required.'];
+    else if (typeof value !== 'string') errors[name] = ['Not a valid string.'];
+    else values[name] = value;
+  }
+  if (Object.keys(errors).length) throw new ValidationError(errors);
+  return values;
+}
+
+export function authViews({ verify, users, accessTokens, refreshTokens, sessions }: AuthViewOptions): View[] {
+  /** An unknown user and a wrong password answer alike (API.md §6, "Login throttling"). */
+  async function login(data: RequestData, raw: FastifyRequest): Promise<User> {
+    const { username, password } = requiredStrings(data, ['username', 'password']);
+    const user = await verify(username, password, raw);
+    if (!user) throw new AuthenticationFailed('Invalid username or password.');
+    return user;
+  }
+
+  async function tokenPair(user: User, family?: string): Promise<ApiResponse> {
+    const { accessToken, expiresIn } = await accessTokens.issue(user);
+    const refreshToken = await refreshTokens.issue(user.id, family);
+    return {
+      body: { access_token: accessToken, token_type: 'Bearer', expires_in: expiresIn, refresh_token: refreshToken },
+      headers: NO_STORE,
+    };
+  }
+
+  const obtainToken: Action = {
+    permission: allowAny,
+    async handle(request) {
+      return tokenPair(await login(await request.data(), request.raw));
+    },
+  };
+
+  const refreshToken: Action = {
+    permission: allowAny,
+    async handle(request) {
+      const { refresh_token: token } = requiredStrings(await request.data(), ['refresh_token']);
+      const { userId, family } = await refreshTokens.redeem(token);
+      const user = await users.findById(userId);
+      if (!user) throw new AuthenticationFailed('Invalid refresh token.');
+      return tokenPair(user, family);
+    },
+  };
+
+  const startSession: Action = {
+    permission: allowAny,
+    async handle(request) {
+      const user = await login(await request.data(), request.raw);
+      const session = await sessions.create(user.id);
+      return { status: 204, headers: { ...NO_STORE, 'set-cookie': sessions.cookiesFor(session) } };
+    },
+  };
+
+  /**
+   * Logout is idempotent: it ends the session that authenticated the request (the
+   * authenticator has checked its CSRF token) and clears the cookies in any case.
+   */
+  const endSession: Action = {
+    permission: allowAny,
+    async handle(request) {
+      const id = request.raw.cookies[SESSION_COOKIE];
+      if (request.identity?.scheme === 'session' && id) await sessions.delete(id);
+      return { status: 204, headers: { 'set-cookie': sessions.clearedCookies() } };
+    },
+  };
+
+  return [
+    {
+      name: 'Obtain Token',
+      description: 'Exchange a username and password for an access token and a refresh token.',
+      path: '/api/v1/auth/token/',
+      mediaTypes: [JSON_TYPE],
+      actions: { POST: obtainToken },
+    },
+    {
+      name: 'Refresh Token',
+      description: 'Exchange a refresh token for a new pair; each refresh token works once.',
+      path: '/api/v1/auth/token/refresh/',
+      mediaTypes: [JSON_TYPE],
+      actions: { POST: refreshToken },
+    },
+    {
+      name: 'Session',
+      description: 'Log in (POST: sets the sessionid and csrftoken cookies) or out (DELETE).',
+      path: '/api/v1/auth/session/',
+      mediaTypes: [JSON_TYPE],
+      actions: { POST: startSession, DELETE: endSession },
+    },
+  ];
+}
+
+/** Checks a signup; Django's username rule and a few of its password validators. */
+function validateSignup(data: RequestData): { username: string; password: string } {
+  const errors: FieldErrors = {};
+  const rawUsername = data.username;
+  const password = data.password;
+  let username = '';
+  if (rawUsername === undefined || rawUsername === null || rawUsername === '') errors.username = ['This field is required.'];
+  else if (typeof rawUsername !== 'string') errors.username = ['Not a valid string.'];
+  else {
+    // API.md §6: strings are trimmed, and the trimmed value is stored.
+    username = rawUsername.trim();
+    if (codePointLength(username) > 150) errors.username = ['Ensure this field has no more than 150 characters.'];
+    else if (!USERNAME_PATTERN.test(username)) {
+      errors.username = ['Enter a valid username. This value may contain only letters, numbers, and @/./+/-/_ characters.'];
+    }
+  }
+  if (password === undefined || password === null || password === '') errors.password = ['This field is required.'];
+  else if (typeof password !== 'string') errors.password = ['Not a valid string.'];
+  else {
+    const problems: string[] = [];
+    if (codePointLength(password) < 8) problems.push('This password is too short. It must contain at least 8 characters.');
+    if (/^\d+$/.test(password)) problems.push('This password is entirely numeric.');
+    if (username !== '' && password.toLowerCase() === username.toLowerCase()) problems.push('The password is too similar to the username.');
+    if (problems.length) errors.password = problems;
+  }
+  if (Object.keys(errors).length) throw new ValidationError(errors);
+  return { username, password: password as string };
+}
+
+/**
+ * `POST /api/v1/users/` for signup (ALLOW_SIGNUP=true): the users collection with a create
+ * action added. With signup off the collection has no POST and answers 405 (API.md §6).
+ */
+export function withSignup(collection: View, viewSet: ViewSet, users: UserStore): View {
+  const signup: Action = {
+    permission: allowAny,
+    async handle(request) {
+      const { username, password } = validateSignup(await request.data());
+      let user: User;
+      try {
+        user = await users.create(username, password);
+      } catch (error) {
+        if (error instanceof UsernameTaken) throw new ValidationError({ username: ['A user with that username already exists.'] });
+        throw error;
+      }
+      const record = await viewSet.representOne(await viewSet.loadRow(viewSet.db, user.id, false));
+      return { status: 201, body: record, headers: { location: String(record.url) } };
+    },
+  };
+  const field = (label: string, extra: Record<string, unknown>) => ({ type: 'string', required: true, read_only: false, label, ...extra });
+  return {
+    ...collection,
+    actions: { ...collection.actions, POST: signup },
+    metadata: () => ({
+      actions: {
+        POST: {
+          url: { type: 'field', required: false, read_only: true, label: 'Url' },
+          id: { type: 'integer', required: false, read_only: true, label: 'ID' },
+          username: field('Username', { max_length: 150 }),
+          password: field('Password', { min_length: 8, write_only: true }),
+        },
+      },
+    }),
+  };
+}
