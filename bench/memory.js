@@ -1,0 +1,66 @@
+// Peak resident memory of server processes during one scenario (issue #6: "peak RSS ≤ 150 MB").
+// Linux only: /proc/<pid>/status. Writing 5 to /proc/<pid>/clear_refs resets VmHWM (the kernel's
+// own high-water mark) so it covers this scenario only; VmRSS is also sampled every 100 ms in
+// case the reset is refused. Elsewhere the figure is null.
+import { readFileSync, writeFileSync } from 'node:fs';
+
+const KIB = 1024;
+
+/** VmRSS and VmHWM of a process in bytes, or null when /proc cannot be read. */
+function readStatus(pid) {
+  try {
+    const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+    const field = (name) => {
+      const match = new RegExp(`^${name}:\\s+(\\d+) kB`, 'm').exec(status);
+      return match ? Number(match[1]) * KIB : null;
+    };
+    return { rss: field('VmRSS'), hwm: field('VmHWM') };
+  } catch {
+    return null;
+  }
+}
+
+function resetHighWaterMark(pid) {
+  try {
+    writeFileSync(`/proc/${pid}/clear_refs`, '5');
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Starts watching `pids`; `stop()` returns each one's peak RSS in bytes since the start
+ * (null where it could not be read). For the pids in `whole`, the process's whole life counts
+ * instead (processes started for this phase, whose first moments are part of it).
+ */
+export function watchPeakRss(pids, { whole = [], intervalMs = 100 } = {}) {
+  const watched = pids.map((pid) => ({
+    pid,
+    useHwm: whole.includes(pid) || resetHighWaterMark(pid),
+    peak: readStatus(pid)?.rss ?? null,
+  }));
+  const sample = () => {
+    for (const entry of watched) {
+      const rss = readStatus(entry.pid)?.rss;
+      if (rss != null && (entry.peak === null || rss > entry.peak)) entry.peak = rss;
+    }
+  };
+  const timer = setInterval(sample, intervalMs);
+  timer.unref();
+  return {
+    stop() {
+      clearInterval(timer);
+      sample();
+      return watched.map((entry) => {
+        const hwm = entry.useHwm ? readStatus(entry.pid)?.hwm ?? null : null;
+        return hwm !== null && (entry.peak === null || hwm > entry.peak) ? hwm : entry.peak;
+      });
+    },
+  };
+}
+
+/** Bytes as MiB with one decimal, or null. */
+export function mib(bytes) {
+  return bytes == null ? null : Math.round((bytes / (KIB * KIB)) * 10) / 10;
+}

@@ -1,0 +1,144 @@
+// The benchmark's tables: plain text for the terminal, Markdown for bench/RESULTS.md.
+import { PEAK_RSS_TARGET_MIB } from './http-scenarios.js';
+
+const dash = '–';
+const show = (value, suffix = '') => (value === null || value === undefined ? dash : `${value}${suffix}`);
+const percent = (ratio) => (ratio === null || ratio === undefined ? dash : `${Math.round(ratio * 100)} %`);
+
+/** The request scenarios as header + cells. */
+function httpCells(http) {
+  const header = ['Scenario', 'req/s', 'p50 ms', 'p99 ms', 'non-2xx', 'peak RSS MiB', 'vs baseline', 'target', 'note'];
+  const rows = http.rows.map((row) => {
+    if (row.skipped) return [row.name, dash, dash, dash, dash, dash, dash, dash, `skipped: ${row.skipped}`];
+    const target = row.target
+      ? `${row.id === 'restwire-post-basic' ? 'vs Bearer ' : ''}≥ ${percent(row.target.ratio)}: ${row.target.met ? 'met' : 'NOT met'}`
+      : dash;
+    const notes = [];
+    if (row.flagged) {
+      const codes = Object.entries(row.statusCodes).map(([code, count]) => `${count}×${code}`).join(', ');
+      notes.push(`FLAGGED: ${row.non2xx} non-2xx, ${row.errors} errors, ${row.timeouts} timeouts (${codes})`);
+    }
+    if (row.rssMet === false) notes.push(`RSS over ${PEAK_RSS_TARGET_MIB} MiB`);
+    if (row.vsBearer !== undefined) notes.push(`${percent(row.vsBearer)} of Bearer`);
+    if (row.note) notes.push(row.note);
+    return [
+      row.name,
+      show(row.requestsPerSecond),
+      show(row.p50Ms),
+      show(row.p99Ms),
+      show(row.non2xx),
+      show(row.peakRssMiB),
+      row.server === 'baseline' ? 'baseline' : percent(row.vsBaseline),
+      target,
+      notes.join('; '),
+    ];
+  });
+  return { header, rows };
+}
+
+/** "serve[, worker, worker]" peak RSS in MiB. */
+const peaks = ({ serve, workers }) => [serve, ...workers].map((value) => show(value)).join(', ');
+
+/** The webhook configurations as header + cells. */
+function webhookCells(webhooks) {
+  const header = [
+    'Configuration',
+    'steady events/s',
+    'commit→1st attempt p50 ms',
+    'p99 ms',
+    'received',
+    'backlog events',
+    'drained',
+    'deliveries/s',
+    'first→last s',
+    'peak RSS MiB steady',
+    'peak RSS MiB drain',
+    'targets',
+    'note',
+  ];
+  const rows = webhooks.results.map((result) => {
+    if (result.skipped) return [result.name, ...header.slice(1, -1).map(() => dash), `skipped: ${result.skipped}`];
+    const { steady, backlog, peakRssMiB } = result;
+    const notes = [`${result.auth} creates`];
+    if (steady.received < steady.expected) notes.push(`steady: ${steady.expected - steady.received} deliveries never arrived`);
+    if (backlog.received < backlog.expected) notes.push(`backlog: ${backlog.expected - backlog.received} deliveries never arrived`);
+    if (steady.pacingLateMs > 50) notes.push(`pacing fell up to ${steady.pacingLateMs} ms behind`);
+    notes.push(`backlog committed in ${backlog.createsSeconds} s`);
+    if (result.workers > 0) notes.push('RSS: serve, then each worker');
+    return [
+      result.name,
+      show(steady.eventRate),
+      show(steady.commitToFirstAttemptP50Ms),
+      show(steady.commitToFirstAttemptP99Ms),
+      `${steady.received}/${steady.expected}`,
+      show(backlog.expected),
+      show(backlog.received),
+      show(backlog.deliveriesPerSecond),
+      show(backlog.firstToLastSeconds),
+      peaks(peakRssMiB.steady),
+      peaks(peakRssMiB.drain),
+      result.targets.map(({ target, met }) => `${target}: ${met ? 'met' : 'NOT met'}`).join('; '),
+      notes.join('; '),
+    ];
+  });
+  return { header, rows };
+}
+
+/** Columns padded for a terminal. */
+function textTable({ header, rows }) {
+  const widths = header.map((title, column) => Math.max(title.length, ...rows.map((row) => String(row[column]).length)));
+  const line = (cells) => cells.map((cell, column) => String(cell).padEnd(widths[column])).join('  ').trimEnd();
+  return [line(header), line(widths.map((width) => '-'.repeat(width))), ...rows.map(line)].join('\n');
+}
+
+function markdownTable({ header, rows }) {
+  const escape = (cell) => String(cell).replaceAll('|', '\\|');
+  const line = (cells) => `| ${cells.map(escape).join(' | ')} |`;
+  return [line(header), line(header.map(() => '---')), ...rows.map(line)].join('\n');
+}
+
+/** The whole report for the terminal. */
+export function textReport(report) {
+  const parts = [];
+  if (report.http) {
+    parts.push(`Requests (restwire on ${report.http.backend}${report.http.redis ? ' + Redis' : ''}; ${report.load.connections} connections, ${report.load.duration} s each after ${report.load.warmup} s warm-up)`);
+    parts.push(textTable(httpCells(report.http)));
+  }
+  if (report.webhooks) {
+    parts.push(`\nWebhooks (${report.webhooks.hooks} receivers answering 204; an event = one delivery to one webhook)`);
+    parts.push(textTable(webhookCells(report.webhooks)));
+  }
+  return parts.join('\n');
+}
+
+/** The section appended to bench/RESULTS.md. */
+export function markdownReport(report) {
+  const { machine } = report;
+  const parts = [
+    `## ${report.date.replace('T', ' ').replace(/:\d\d\.\d+Z$/, ' UTC')}`,
+    '',
+    `- Machine: ${machine.cores} cores (${machine.model}), ${machine.memoryGiB} GiB, ${machine.os}; Node ${machine.node}; load average at start ${machine.loadAverage.join(' / ')}`,
+    `- Command: \`${report.command}\``,
+  ];
+  if (report.note) parts.push(`- Note: ${report.note}`);
+  if (report.http) {
+    parts.push(
+      `- Requests: restwire on ${report.http.backend}${report.http.redis ? ' + Redis' : ''} (${report.http.seeded} seeded experiences), ` +
+        `autocannon ${report.load.connections} connections, pipelining 1, ${report.load.duration} s per scenario after ${report.load.warmup} s warm-up`,
+      '',
+      markdownTable(httpCells(report.http)),
+    );
+  }
+  if (report.webhooks) {
+    const w = report.webhooks;
+    parts.push(
+      '',
+      `- Webhooks: ${w.hooks} webhooks, each a node:http receiver on 127.0.0.1 answering 204; an event is one delivery to one webhook. ` +
+        `Steady: creates paced for ${w.eventRate} events/s over ${w.steadySeconds} s while the dispatcher runs; commit = the create's response reaching the client. ` +
+        `Backlog: ${w.events} events committed with nothing dispatching, then drained (SQLite: serve restarted with its dispatcher; PostgreSQL: the workers started).`,
+      '',
+      markdownTable(webhookCells(w)),
+    );
+  }
+  return `${parts.join('\n')}\n`;
+}
