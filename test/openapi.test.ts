@@ -272,3 +272,26 @@ describe('OpenAPI document and docs page', () => {
     });
   });
 });
+
+describe('OpenAPI document with signup on', () => {
+  let database: TestDatabase;
+  let server: RunningServer;
+  beforeAll(async () => {
+    database = await createTestDatabase('sqlite');
+    server = await startServer(database, { env: { ALLOW_SIGNUP: 'true' } });
+  });
+  afterAll(async () => {
+    await server?.stop();
+    await database?.drop();
+  });
+
+  // Signup adds a POST the users declaration does not have: it is documented as a plain view.
+  it('documents the extra method and stays valid', async () => {
+    const doc = (await (await fetch(`${server.url}/api/v1/openapi.json`)).json()) as Doc;
+    expect(Object.keys(doc.paths['/api/v1/users/']!).sort()).toEqual(['get', 'post']);
+    expect(doc.paths['/api/v1/users/']!.post.requestBody.content['application/json'].schema).toEqual({ type: 'object' });
+    expect(doc.components.schemas.UserRequest).toBeUndefined();
+    const result = await new Validator().validate(doc as unknown as Record<string, unknown>);
+    expect(result.valid).toBe(true);
+  });
+});
