@@ -25,6 +25,11 @@ import { buildViewSet } from './resources/viewset.js';
 import { openRedisStore, type RedisStore } from './throttling/redis-store.js';
 import { RequestThrottle, memoryLimiter, type LimiterFactory } from './throttling/request-throttle.js';
 import { VERSION } from './version.js';
+import { deliveryLogViews } from './webhooks/deliveries-log.js';
+import { createDispatcher, type Dispatcher } from './webhooks/dispatcher.js';
+import { outboxListener } from './webhooks/outbox.js';
+import { createSecretBox } from './webhooks/secrets.js';
+import { webhookViews } from './webhooks/subscriptions.js';
 
 /** Everything a running server holds, for the CLI to start and stop. */
 export interface App {
@@ -36,6 +41,8 @@ export interface App {
   readonly metrics: Metrics;
   /** The process's one Redis connection when `REDIS_URL` is set (closed with the server). */
   readonly redis: RedisStore | null;
+  /** Delivers webhooks; `serve` starts it unless DISPATCHER_IN_SERVE=false. */
+  readonly dispatcher: Dispatcher;
 }
 
 export interface AppOptions {
@@ -92,7 +99,12 @@ export async function buildApp(config: Config, storage: Storage, options: AppOpt
   server.addHook('onRequest', pipeline.initial);
 
   const cursors = new CursorCodec(keys.derive('cursor'));
-  const viewSetOptions = { storage, cursors, listeners: options.listeners ?? [] };
+  const secretBox = createSecretBox(keys.secretKey);
+  const dispatcher = createDispatcher(config, storage, { secretKey: keys.secretKey, log: server.log, registry: metrics.registry });
+  // Waking a dispatcher that is not started does nothing; workers elsewhere hear NOTIFY (PostgreSQL).
+  const wake = () => dispatcher.wake();
+  const listeners = [outboxListener({ storage, publicUrl: config.publicUrl, wake }), ...(options.listeners ?? [])];
+  const viewSetOptions = { storage, cursors, listeners };
   const experienceViews = buildViewSet(experiences, viewSetOptions);
   const userViews = buildViewSet(users, viewSetOptions);
   const views: View[] = [
@@ -104,6 +116,15 @@ export async function buildApp(config: Config, storage: Storage, options: AppOpt
     userViews.detail,
     ...authViews({ ...auth, users: userStore }),
   ];
+  const webhookOptions = {
+    storage,
+    secrets: secretBox,
+    cursors,
+    allowPrivate: config.webhookAllowPrivate,
+    eventNames: [experiences, users].flatMap((resource) => (resource.event ? [resource.event] : [])),
+    wake,
+  };
+  views.push(...webhookViews(webhookOptions), ...deliveryLogViews(webhookOptions));
   // API.md §5: generated on first request from the declarations and every view registered here.
   views.push(...docsViews(() => buildOpenApi({ resources: [experiences, users], views, version: VERSION })));
   for (const view of views) {
@@ -111,5 +132,5 @@ export async function buildApp(config: Config, storage: Storage, options: AppOpt
   }
   registerOperations(server, { storage, metrics });
 
-  return { server, config, storage, keys, users: userStore, metrics, redis };
+  return { server, config, storage, keys, users: userStore, metrics, redis, dispatcher };
 }

@@ -1,4 +1,5 @@
 import { resolve } from 'node:path';
+import { DEFAULT_RETRY_SCHEDULE, parseRetrySchedule } from './webhooks/retry-schedule.js';
 
 /** A rate as `N/second|minute|hour|day` (API.md §0). */
 export interface Rate {
@@ -27,6 +28,8 @@ export interface Config {
   readonly rateLimitUser: Rate;
   readonly webhookAllowPrivate: boolean;
   readonly webhookRetrySchedule: readonly number[];
+  /** Whole-attempt timeout for a delivery (API.md §4: 10 s). */
+  readonly webhookTimeoutMs: number;
   readonly accessTokenSeconds: number;
   readonly refreshTokenSeconds: number;
   readonly sessionIdleSeconds: number;
@@ -44,7 +47,6 @@ export class ConfigError extends Error {
 }
 
 const WINDOWS: Record<string, number> = { second: 1, minute: 60, hour: 3600, day: 86_400 };
-const DEFAULT_RETRY_SCHEDULE = '10,60,300,1800,3600,10800,21600,43200,86400';
 
 /** Parses `N/unit` (API.md §0), e.g. `60/hour`. */
 export function parseRate(variable: string, text: string): Rate {
@@ -105,9 +107,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     throw new ConfigError('SECRET_KEY', 'must be at least 32 characters (leave it unset to generate one)');
   }
 
-  const schedule = read('WEBHOOK_RETRY_SCHEDULE') ?? DEFAULT_RETRY_SCHEDULE;
-  if (!/^\s*(\d+\s*(,\s*\d+\s*)*)?$/.test(schedule)) {
-    throw new ConfigError('WEBHOOK_RETRY_SCHEDULE', `expected comma-separated seconds, got ${JSON.stringify(schedule)}`);
+  let webhookRetrySchedule = DEFAULT_RETRY_SCHEDULE;
+  const schedule = read('WEBHOOK_RETRY_SCHEDULE');
+  if (schedule !== undefined) {
+    try {
+      webhookRetrySchedule = parseRetrySchedule(schedule);
+    } catch (error) {
+      throw new ConfigError('WEBHOOK_RETRY_SCHEDULE', (error as Error).message);
+    }
   }
 
   const adminUsername = read('ADMIN_USERNAME') ?? null;
@@ -141,7 +148,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     rateLimitAnon: parseRate('RATE_LIMIT_ANON', read('RATE_LIMIT_ANON') ?? '60/hour'),
     rateLimitUser: parseRate('RATE_LIMIT_USER', read('RATE_LIMIT_USER') ?? '5000/hour'),
     webhookAllowPrivate: bool('WEBHOOK_ALLOW_PRIVATE', false),
-    webhookRetrySchedule: Object.freeze(schedule.split(',').map((s) => s.trim()).filter(Boolean).map(Number)),
+    webhookRetrySchedule,
+    webhookTimeoutMs: int('WEBHOOK_TIMEOUT_SECONDS', 10, 1, 60) * 1000,
     accessTokenSeconds: int('ACCESS_TOKEN_SECONDS', 900, 1, 86_400),
     refreshTokenSeconds: int('REFRESH_TOKEN_SECONDS', 14 * 86_400, 60, 365 * 86_400),
     sessionIdleSeconds: int('SESSION_IDLE_SECONDS', 2 * 3600, 60, 365 * 86_400),

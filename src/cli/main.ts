@@ -9,6 +9,8 @@ import { PasswordChangeLog } from '../auth/password-changes.js';
 import { AccessTokens, createKeyring } from '../auth/tokens.js';
 import { VERSION } from '../version.js';
 import { serve } from './serve.js';
+import { worker } from './worker.js';
+import { startListener } from './listen.js';
 
 /** Reads all of standard input; `--password-stdin` strips one trailing newline (API.md §6). */
 async function readStdin(): Promise<string> {
@@ -31,6 +33,27 @@ program
   .description('serve the API (and deliver webhooks) on HOST:PORT')
   .action(async () => {
     await serve(loadConfig());
+  });
+
+program
+  .command('worker')
+  .description('deliver webhooks only (run several on PostgreSQL; set DISPATCHER_IN_SERVE=false on serve to leave delivery to workers)')
+  .action(async () => {
+    await worker(loadConfig());
+  });
+
+program
+  .command('listen')
+  .description('run a local webhook receiver that verifies and prints every delivery')
+  .requiredOption('--port <port>', 'port to listen on', parsePort)
+  .requiredOption('--secret <secret>', "the webhook's secret (whsec_…)")
+  .option('--host <host>', 'address to listen on', '127.0.0.1')
+  .action(async (options: { port: number; secret: string; host: string }) => {
+    const listener = await startListener({ port: options.port, host: options.host, secret: options.secret });
+    process.stdout.write(`restwire listen: receiving webhooks at http://${options.host}:${listener.port}/ (Ctrl-C to stop)\n`);
+    const stop = () => void listener.close().then(() => process.exit(0));
+    process.once('SIGINT', stop);
+    process.once('SIGTERM', stop);
   });
 
 program

@@ -10,6 +10,7 @@ export async function serve(config: Config): Promise<App> {
   const notice = await ensureFirstUser(app.users, config);
   if (notice) process.stdout.write(`${notice}\n`);
   await app.server.listen({ host: config.host, port: config.port });
+  if (config.dispatcherInServe) await app.dispatcher.start();
 
   let stopping = false;
   const stop = async (signal: string) => {
@@ -19,6 +20,8 @@ export async function serve(config: Config): Promise<App> {
     // Fastify stops accepting, answers 503 to new requests on kept-alive sockets, and waits
     // for in-flight ones.
     await app.server.close();
+    // Stop claiming; in-flight attempts finish and are recorded (API.md §5).
+    await app.dispatcher.stop();
     await storage.close();
     process.exit(0);
   };

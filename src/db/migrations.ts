@@ -114,6 +114,13 @@ const MIGRATIONS: Record<string, Migration> = {
       await db.schema.createIndex('deliveries_due').on('deliveries').columns(['status', 'next_attempt_at']).execute();
     },
   },
+  '0002_delivery_guid_index': {
+    async up(db) {
+      // Redeliveries share their original's guid; "redeliver every failed delivery" looks up the
+      // latest entry of each guid.
+      await db.schema.createIndex('deliveries_guid').on('deliveries').columns(['guid', 'id']).execute();
+    },
+  },
 };
 
 const provider: MigrationProvider = { getMigrations: async () => MIGRATIONS };

@@ -49,9 +49,13 @@ export interface Change {
 
 /**
  * Runs inside the transaction of the change it hears about, so that what it writes (the
- * webhook outbox) commits or rolls back with the change (API.md §4, "No lost events").
+ * webhook outbox) commits or rolls back with the change (API.md §4, "No lost events"). It may
+ * return a function to run once the transaction has committed (e.g. to wake the dispatcher).
  */
-export type ChangeListener = (trx: Transaction<Database> | Kysely<Database>, change: Change) => Promise<void>;
+export type ChangeListener = (
+  trx: Transaction<Database> | Kysely<Database>,
+  change: Change,
+) => Promise<void | (() => void)>;
 
 /**
  * A resource declared as data: the generic viewset (`viewset.ts`) turns it into list, create,

@@ -3,13 +3,15 @@ import { permissionDenied } from '../http/pipeline.js';
 import type { Storage } from '../db/database.js';
 import { assertIfMatch, entityTag } from '../http/conditional.js';
 import { InvalidQuery, NotFound, ValidationError } from '../http/errors.js';
-import { CursorCodec, linkHeader, parsePageRequest, withQuery, type PageRequest, type SortValue } from '../http/pagination.js';
+import { CursorCodec, linkHeader, parsePageRequest, type PageRequest } from '../http/pagination.js';
 import { CSV_TYPE, HTML_TYPE, JSON_TYPE, renderJson } from '../http/renderers.js';
 import type { Action, ApiRequest, View } from '../http/view.js';
 import { validateInput } from './fields.js';
+import { fetchKeysetPage } from './keyset.js';
 import {
   recordPath,
   representationFields,
+  type Change,
   type ChangeListener,
   type ResourceDeclaration,
 } from './resource.js';
@@ -116,41 +118,9 @@ export function buildViewSet(resource: ResourceDeclaration, options: ViewSetOpti
   }
 
   async function listPage(request: ApiRequest, page: PageRequest) {
-    const { ordering, position, limit } = page;
-    // Walking back (a `previous` cursor) reads the other way from the position, then flips.
-    const reverse = position?.reverse ?? false;
-    const descending = ordering.descending !== reverse;
-    const direction = descending ? 'desc' : 'asc';
-    const comparison = descending ? '<' : '>';
     let query = db.selectFrom(resource.table).selectAll();
     for (const condition of filterConditions(request)) query = query.where(condition);
-    if (position) {
-      const { value, id } = position;
-      query = query.where((eb) =>
-        eb.or([
-          eb(ordering.column, comparison, value),
-          eb.and([eb(ordering.column, '=', value), eb('id', comparison, id)]),
-        ]),
-      );
-    }
-    query = query.orderBy(ordering.column, direction);
-    if (ordering.column !== 'id') query = query.orderBy('id', direction);
-    const fetched = (await query.limit(limit + 1).execute()) as Row[];
-    const more = fetched.length > limit;
-    const rows = fetched.slice(0, limit);
-    if (reverse) rows.reverse();
-
-    const cursorAt = (row: Row, back: boolean) =>
-      cursors.encode({ ordering: ordering.name, value: row[ordering.column] as SortValue, id: row.id, reverse: back });
-    const first = rows[0];
-    const last = rows[rows.length - 1];
-    // Forward: a next page exists if we read past the limit; a previous one if we started from
-    // a cursor. Backward: the reverse.
-    const hasNext = reverse ? position !== null : more;
-    const hasPrevious = reverse ? more : position !== null;
-    const next = hasNext && last ? withQuery(collectionPath, request.query, { cursor: cursorAt(last, false) }) : null;
-    const previous = hasPrevious && first ? withQuery(collectionPath, request.query, { cursor: cursorAt(first, true) }) : null;
-    return { rows, next, previous };
+    return fetchKeysetPage<Row>(query, page, { path: collectionPath, query: request.query, cursors });
   }
 
   async function loadRow(executor: DynamicDb, id: number, lock: boolean): Promise<Row> {
@@ -169,8 +139,23 @@ export function buildViewSet(resource: ResourceDeclaration, options: ViewSetOpti
     }
   }
 
-  async function notify(executor: DynamicDb, change: Omit<Parameters<ChangeListener>[1], 'resource'>): Promise<void> {
-    for (const listener of listeners) await listener(executor as never, { resource, ...change });
+  type Notify = (trx: DynamicDb, change: Omit<Change, 'resource'>) => Promise<void>;
+
+  /**
+   * Runs a write in one transaction with the listeners it notifies, then, once committed, the
+   * callbacks they returned (so a dispatcher is woken only for work that exists).
+   */
+  async function writeTransaction<T>(work: (trx: DynamicDb, notify: Notify) => Promise<T>): Promise<T> {
+    const afterCommit: Array<() => void> = [];
+    const notify: Notify = async (trx, change) => {
+      for (const listener of listeners) {
+        const callback = await listener(trx as never, { resource, ...change });
+        if (callback) afterCommit.push(callback);
+      }
+    };
+    const result = await db.transaction().execute((trx) => work(trx, notify));
+    for (const callback of afterCommit) callback();
+    return result;
   }
 
   const list: Action = {
@@ -193,7 +178,7 @@ export function buildViewSet(resource: ResourceDeclaration, options: ViewSetOpti
       if (Object.keys(errors).length) throw new ValidationError(errors);
       const user = request.user!;
       const now = Date.now();
-      const record = await db.transaction().execute(async (trx) => {
+      const record = await writeTransaction(async (trx, notify) => {
         const row = (await trx
           .insertInto(resource.table)
           .values({
@@ -227,7 +212,7 @@ export function buildViewSet(resource: ResourceDeclaration, options: ViewSetOpti
         const id = parseId(request.params.id);
         const data = await request.data();
         const user = request.user!;
-        const record = await db.transaction().execute(async (trx) => {
+        const record = await writeTransaction(async (trx, notify) => {
           const row = await loadRow(trx, id, true);
           checkObjectPermission(request, row);
           const before = await representOne(row, trx);
@@ -257,7 +242,7 @@ export function buildViewSet(resource: ResourceDeclaration, options: ViewSetOpti
     async handle(request) {
       const id = parseId(request.params.id);
       const user = request.user!;
-      await db.transaction().execute(async (trx) => {
+      await writeTransaction(async (trx, notify) => {
         const row = await loadRow(trx, id, true);
         checkObjectPermission(request, row);
         const before = await representOne(row, trx);

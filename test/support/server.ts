@@ -71,6 +71,8 @@ export interface RunningServer {
 export interface StartOptions {
   readonly env?: Record<string, string>;
   readonly args?: readonly string[];
+  /** What the process prints once ready (default: Fastify's "Server listening at …"). */
+  readonly ready?: RegExp;
 }
 
 /** Spawns `restwire serve` (or `args`) on a free port and waits until it listens. */
@@ -100,10 +102,10 @@ export async function startServer(database: TestDatabase, options: StartOptions 
   const url = await new Promise<string>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`server did not start within 20 s:\n${output}`)), 20_000);
     const onData = () => {
-      const match = /Server listening at (http:\/\/127\.0\.0\.1:\d+)/.exec(output);
+      const match = (options.ready ?? /Server listening at (http:\/\/127\.0\.0\.1:\d+)/).exec(output);
       if (match) {
         clearTimeout(timer);
-        resolve(match[1]!);
+        resolve(match[1] ?? 'http://127.0.0.1:0');
       }
     };
     child.stdout!.on('data', onData);

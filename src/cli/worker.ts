@@ -1,0 +1,30 @@
+import pino from 'pino';
+import { loadKeys } from '../auth/keys.js';
+import type { Config } from '../config.js';
+import { openStorage } from '../db/database.js';
+import { createDispatcher } from '../webhooks/dispatcher.js';
+
+/**
+ * `restwire worker`: a process that only delivers webhooks. On PostgreSQL any number share the
+ * queue; on SQLite run one dispatcher in all (serve with DISPATCHER_IN_SERVE=false, or no worker).
+ */
+export async function worker(config: Config): Promise<void> {
+  const log = pino({ level: config.logLevel });
+  const storage = await openStorage(config);
+  const keys = await loadKeys(storage.db, config.secretKey);
+  const dispatcher = createDispatcher(config, storage, { secretKey: keys.secretKey, log });
+  await dispatcher.start();
+  log.info({ dialect: storage.dialect }, 'worker delivering webhooks');
+
+  let stopping = false;
+  const stop = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    log.info({ signal }, 'worker stopping: finishing in-flight deliveries');
+    await dispatcher.stop();
+    await storage.close();
+    process.exit(0);
+  };
+  process.once('SIGTERM', () => void stop('SIGTERM'));
+  process.once('SIGINT', () => void stop('SIGINT'));
+}

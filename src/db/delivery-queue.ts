@@ -1,0 +1,135 @@
+import { sql, type Kysely, type Transaction } from 'kysely';
+import type pg from 'pg';
+import type { Storage } from './database.js';
+import type { Database, DeliveryRow } from './schema.js';
+
+/**
+ * The delivery queue's dialect-specific SQL, in one place (STYLE.md 6): claiming due work with
+ * `FOR UPDATE SKIP LOCKED` on PostgreSQL so any number of workers share it, and LISTEN/NOTIFY to
+ * wake them. On SQLite there is one dispatcher and the database's single writer does the locking.
+ */
+export const CHANNEL = 'restwire_deliveries';
+
+/** Deliveries waiting for an attempt: new, or scheduled for a retry. */
+export const WAITING = ['pending', 'retrying'] as const;
+
+export interface ClaimOptions {
+  readonly now: number;
+  readonly limit: number;
+  /** The lease: another worker may take the delivery after this (a worker that died). */
+  readonly leaseUntil: number;
+  /** Webhooks this worker has at its concurrency cap; their work is left for later. */
+  readonly excludeWebhookIds: readonly number[];
+}
+
+/** Leases up to `limit` due deliveries of active webhooks, oldest due first, and returns them. */
+export async function claimDueDeliveries(storage: Storage, options: ClaimOptions): Promise<DeliveryRow[]> {
+  const { now, limit, leaseUntil, excludeWebhookIds } = options;
+  const exclude = excludeWebhookIds.length
+    ? sql`and d.webhook_id not in (${sql.join(excludeWebhookIds)})`
+    : sql``;
+  const lock = storage.dialect === 'postgres' ? sql`for update of d skip locked` : sql``;
+  const result = await sql<DeliveryRow>`
+    update deliveries set lease_until = ${leaseUntil}
+    where id in (
+      select d.id from deliveries d join webhooks w on w.id = d.webhook_id
+      where d.status in ('pending', 'retrying') and d.next_attempt_at <= ${now}
+        and (d.lease_until is null or d.lease_until < ${now}) and w.active = 1 ${exclude}
+      order by d.next_attempt_at, d.id
+      limit ${limit}
+      ${lock}
+    )
+    returning *`.execute(storage.db);
+  return result.rows;
+}
+
+/** Gives back leases, so the work is claimable at once (work this worker will not do after all). */
+export async function releaseLeases(db: Kysely<Database>, ids: readonly number[]): Promise<void> {
+  if (ids.length === 0) return;
+  await db.updateTable('deliveries').set({ lease_until: null }).where('id', 'in', ids).execute();
+}
+
+/**
+ * SQLite only: the one dispatcher takes back every lease at start, since any lease it finds was
+ * left by a process that was killed (API.md §6 "Retries").
+ */
+export async function releaseAllLeases(db: Kysely<Database>): Promise<number> {
+  const result = await db.updateTable('deliveries').set({ lease_until: null }).where('lease_until', 'is not', null).executeTakeFirst();
+  return Number(result.numUpdatedRows);
+}
+
+/** When the next delivery this worker could claim is due (its lease ends, if leased), or null. */
+export async function nextDueAt(db: Kysely<Database>): Promise<number | null> {
+  const result = await sql<{ due: number | string | null }>`
+    select min(case when d.lease_until > d.next_attempt_at then d.lease_until else d.next_attempt_at end) as due
+    from deliveries d join webhooks w on w.id = d.webhook_id
+    where d.status in ('pending', 'retrying') and w.active = 1`.execute(db);
+  const due = result.rows[0]?.due;
+  return due == null ? null : Number(due);
+}
+
+/** How many deliveries wait for an attempt (the queue depth metric). */
+export async function queueDepth(db: Kysely<Database>): Promise<number> {
+  const row = await db
+    .selectFrom('deliveries')
+    .select((eb) => eb.fn.countAll<number>().as('n'))
+    .where('status', 'in', WAITING)
+    .executeTakeFirst();
+  return Number(row?.n ?? 0);
+}
+
+/** Inside the transaction that enqueued work: wakes listening workers once it commits (PostgreSQL). */
+export async function announceDeliveries(storage: Storage, trx: Transaction<Database> | Kysely<Database>): Promise<void> {
+  if (storage.dialect === 'postgres') await sql`select pg_notify(${CHANNEL}, '')`.execute(trx);
+}
+
+/**
+ * Calls `onWake` whenever another process enqueues work (PostgreSQL LISTEN on a dedicated
+ * connection, re-established if it drops). Returns a function that stops listening. No-op on SQLite.
+ */
+export function listenForDeliveries(storage: Storage, onWake: () => void, onError: (error: Error) => void): () => Promise<void> {
+  if (storage.dialect !== 'postgres' || storage.pool === null) return async () => {};
+  const pool = storage.pool;
+  let stopped = false;
+  let client: pg.PoolClient | null = null;
+  let retry: NodeJS.Timeout | null = null;
+
+  const connect = async () => {
+    try {
+      const connection = await pool.connect();
+      if (stopped) {
+        connection.release();
+        return;
+      }
+      client = connection;
+      connection.on('notification', () => onWake());
+      connection.on('error', (error: Error) => {
+        onError(error);
+        connection.release(error);
+        client = null;
+        if (!stopped) retry = setTimeout(() => void connect(), 1000);
+      });
+      await connection.query(`listen ${CHANNEL}`);
+      // Work may have been enqueued while we were not listening.
+      onWake();
+    } catch (error) {
+      onError(error as Error);
+      if (!stopped) retry = setTimeout(() => void connect(), 1000);
+    }
+  };
+  void connect();
+
+  return async () => {
+    stopped = true;
+    if (retry) clearTimeout(retry);
+    const connection = client as pg.PoolClient | null;
+    client = null;
+    if (connection) {
+      try {
+        await connection.query(`unlisten ${CHANNEL}`);
+      } finally {
+        connection.release();
+      }
+    }
+  };
+}

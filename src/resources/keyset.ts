@@ -1,0 +1,61 @@
+import type { SelectQueryBuilder } from 'kysely';
+import { withQuery, type CursorCodec, type PageRequest, type SortValue } from '../http/pagination.js';
+
+/** A page of rows and the paths of its neighbours. */
+export interface KeysetPage<Row> {
+  rows: Row[];
+  next: string | null;
+  previous: string | null;
+}
+
+/**
+ * Reads one page of a keyset walk (DRF's CursorPagination): rows after (or, for a `previous`
+ * cursor, before) the cursor's position in the order (ordering column, id), one extra row to
+ * learn whether another page follows. Every collection uses it (API.md §6 "Collections").
+ */
+export async function fetchKeysetPage<Row extends { id: number }>(
+  // Kysely cannot type a query over a table chosen at run time; callers pass a typed query.
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  base: SelectQueryBuilder<any, any, any>,
+  page: PageRequest,
+  link: { path: string; query: Readonly<Record<string, string>>; cursors: CursorCodec },
+): Promise<KeysetPage<Row>> {
+  const { ordering, position, limit } = page;
+  // Walking back (a `previous` cursor) reads the other way from the position, then flips.
+  const reverse = position?.reverse ?? false;
+  const descending = ordering.descending !== reverse;
+  const direction = descending ? 'desc' : 'asc';
+  const comparison = descending ? '<' : '>';
+  let query = base;
+  if (position) {
+    const { value, id } = position;
+    query = query.where((eb) =>
+      eb.or([eb(ordering.column, comparison, value), eb.and([eb(ordering.column, '=', value), eb('id', comparison, id)])]),
+    );
+  }
+  query = query.orderBy(ordering.column, direction);
+  if (ordering.column !== 'id') query = query.orderBy('id', direction);
+  const fetched = (await query.limit(limit + 1).execute()) as Row[];
+  const more = fetched.length > limit;
+  const rows = fetched.slice(0, limit);
+  if (reverse) rows.reverse();
+
+  const cursorAt = (row: Row, back: boolean) =>
+    link.cursors.encode({
+      ordering: ordering.name,
+      value: (row as Record<string, unknown>)[ordering.column] as SortValue,
+      id: row.id,
+      reverse: back,
+    });
+  const first = rows[0];
+  const last = rows[rows.length - 1];
+  // Forward: a next page exists if we read past the limit; a previous one if we started from a
+  // cursor. Backward: the reverse.
+  const hasNext = reverse ? position !== null : more;
+  const hasPrevious = reverse ? more : position !== null;
+  return {
+    rows,
+    next: hasNext && last ? withQuery(link.path, link.query, { cursor: cursorAt(last, false) }) : null,
+    previous: hasPrevious && first ? withQuery(link.path, link.query, { cursor: cursorAt(first, true) }) : null,
+  };
+}

@@ -1,0 +1,38 @@
+import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+import type { Kysely } from 'kysely';
+import { queueDepth } from '../db/delivery-queue.js';
+import type { Database } from '../db/schema.js';
+import type { AttemptOutcome } from './send-attempt.js';
+
+/** Delivery metrics for /metrics (API.md §5): attempts by outcome, their duration, the queue depth. */
+export function createDeliveryMetrics(registry: Registry, db: Kysely<Database>) {
+  const attempts = new Counter({
+    name: 'restwire_webhook_attempts_total',
+    help: 'Webhook delivery attempts, by outcome (success, http_error, network_error).',
+    labelNames: ['outcome'] as const,
+    registers: [registry],
+  });
+  const duration = new Histogram({
+    name: 'restwire_webhook_attempt_duration_seconds',
+    help: 'Time from connect to last byte of a delivery attempt.',
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+    registers: [registry],
+  });
+  new Gauge({
+    name: 'restwire_webhook_queue_depth',
+    help: 'Deliveries waiting for an attempt (pending or retrying).',
+    registers: [registry],
+    async collect() {
+      this.set(await queueDepth(db));
+    },
+  });
+
+  return {
+    observeAttempt(outcome: AttemptOutcome): void {
+      attempts.inc({ outcome: outcome.ok ? 'success' : outcome.statusCode === null ? 'network_error' : 'http_error' });
+      duration.observe(outcome.durationMs / 1000);
+    },
+  };
+}
+
+export type DeliveryMetrics = ReturnType<typeof createDeliveryMetrics>;

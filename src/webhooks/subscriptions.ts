@@ -1,0 +1,281 @@
+import { isAuthenticated } from '../auth/permissions.js';
+import type { User } from '../auth/user.js';
+import type { Storage } from '../db/database.js';
+import type { WebhookRow } from '../db/schema.js';
+import { assertIfMatch, entityTag } from '../http/conditional.js';
+import { NotFound, ValidationError, type FieldErrors } from '../http/errors.js';
+import { linkHeader, parsePageRequest, type CursorCodec } from '../http/pagination.js';
+import { JSON_TYPE, renderJson } from '../http/renderers.js';
+import type { ApiRequest, View } from '../http/view.js';
+import { fetchKeysetPage } from '../resources/keyset.js';
+import { RECORD_MEDIA_TYPES, parseId } from '../resources/viewset.js';
+import { TargetRefusedError, checkTargetUrl } from './address-guard.js';
+import { pingPayload } from './events.js';
+import { enqueueDeliveries } from './outbox.js';
+import { InvalidSecretError, generateSecret, parseSecret, type SecretBox } from './secrets.js';
+
+/**
+ * `/api/v1/webhooks/`: each user's own subscriptions (API.md §4). Another user's webhook is a
+ * 404, as on GitHub: its existence is not theirs to know.
+ */
+export const MAX_WEBHOOKS_PER_USER = 20;
+/** A rotated-out secret keeps signing for this long (API.md §4 "Secret rotation"). */
+export const SECRET_OVERLAP_MS = 24 * 3_600_000;
+
+export const WEBHOOK_COLUMNS = ['url', 'id', 'target_url', 'events', 'active', 'created_at', 'last_response', 'disabled_reason'];
+
+export interface WebhookViewOptions {
+  readonly storage: Storage;
+  readonly secrets: SecretBox;
+  readonly cursors: CursorCodec;
+  readonly allowPrivate: boolean;
+  /** Event kinds a webhook may subscribe to, besides `*`. */
+  readonly eventNames: readonly string[];
+  /** Wakes this process's dispatcher after a commit that enqueued work. */
+  readonly wake: () => void;
+}
+
+/** A webhook as clients see it: never its secret. */
+export function representWebhook(row: WebhookRow): Record<string, unknown> {
+  return {
+    url: `/api/v1/webhooks/${row.id}/`,
+    id: row.id,
+    target_url: row.target_url,
+    events: JSON.parse(row.events) as string[],
+    active: row.active === 1,
+    created_at: new Date(row.created_at).toISOString(),
+    last_response: {
+      code: row.last_response_code,
+      status: row.last_response_status,
+      message: row.last_response_message,
+    },
+    disabled_reason: row.disabled_reason,
+  };
+}
+
+/** Loads the caller's webhook or answers 404. */
+export async function loadOwnWebhook(storage: Storage, id: number, user: User): Promise<WebhookRow> {
+  const row = await storage.db.selectFrom('webhooks').selectAll().where('id', '=', id).where('owner_id', '=', user.id).executeTakeFirst();
+  if (!row) throw new NotFound();
+  return row;
+}
+
+interface WebhookInput {
+  target_url?: string;
+  events?: string[];
+  active?: boolean;
+  secret?: string;
+}
+
+/** Validates a webhook body; `target_url` is resolved and checked against private ranges. */
+async function validateWebhook(
+  data: Record<string, unknown>,
+  { partial, allowPrivate, eventNames }: { partial: boolean; allowPrivate: boolean; eventNames: readonly string[] },
+): Promise<WebhookInput> {
+  const errors: FieldErrors = {};
+  const values: WebhookInput = {};
+
+  if (data.target_url === undefined) {
+    if (!partial) errors.target_url = ['This field is required.'];
+  } else if (typeof data.target_url !== 'string' || data.target_url.trim() === '') {
+    errors.target_url = ['Enter a valid URL.'];
+  } else if (data.target_url.length > 2000) {
+    errors.target_url = ['Ensure this field has no more than 2000 characters.'];
+  } else {
+    try {
+      await checkTargetUrl(data.target_url.trim(), { allowPrivate });
+      values.target_url = data.target_url.trim();
+    } catch (error) {
+      errors.target_url = [error instanceof TargetRefusedError ? error.message : 'Enter a valid URL.'];
+    }
+  }
+
+  if (data.events !== undefined) {
+    // A form sends one string; commas separate several.
+    const events = typeof data.events === 'string' ? data.events.split(',').map((e) => e.trim()) : data.events;
+    const allowed = ['*', ...eventNames];
+    if (!Array.isArray(events) || events.length === 0 || !events.every((e) => typeof e === 'string')) {
+      errors.events = ['Expected a non-empty list of event names.'];
+    } else {
+      const unknown = events.filter((e) => !allowed.includes(e as string));
+      if (unknown.length) errors.events = [`Unknown event ${JSON.stringify(unknown[0])}; choose from: ${allowed.join(', ')}.`];
+      else values.events = [...new Set(events as string[])];
+    }
+  }
+
+  if (data.active !== undefined) {
+    if (typeof data.active === 'boolean') values.active = data.active;
+    else if (data.active === 'true' || data.active === 'false') values.active = data.active === 'true';
+    else errors.active = ['Must be a valid boolean.'];
+  }
+
+  if (data.secret !== undefined) {
+    try {
+      values.secret = parseSecret(data.secret);
+    } catch (error) {
+      errors.secret = [error instanceof InvalidSecretError ? error.message : 'Invalid secret.'];
+    }
+  }
+
+  if (Object.keys(errors).length) throw new ValidationError(errors);
+  return values;
+}
+
+/** The collection and record views for webhooks, and the ping action. */
+export function webhookViews(options: WebhookViewOptions): View[] {
+  const { storage, secrets, cursors, allowPrivate, eventNames, wake } = options;
+  const db = storage.db;
+  const sender = (user: User) => ({ login: user.username, id: user.id });
+
+  async function enqueuePing(trx: Parameters<typeof enqueueDeliveries>[1], row: WebhookRow, user: User): Promise<void> {
+    const hook = representWebhook(row);
+    const body = JSON.stringify(pingPayload(hook, sender(user)));
+    await enqueueDeliveries(storage, trx, [{ webhookId: row.id, event: 'ping', action: null, body }]);
+  }
+
+  const list = {
+    permission: isAuthenticated,
+    async handle(request: ApiRequest) {
+      const page = parsePageRequest(request.query, { id: 'id' }, '-id', cursors);
+      const base = db.selectFrom('webhooks').selectAll().where('owner_id', '=', request.user!.id);
+      const { rows, next, previous } = await fetchKeysetPage<WebhookRow>(base, page, { path: '/api/v1/webhooks/', query: request.query, cursors });
+      const link = linkHeader(next, previous);
+      return { body: { next, previous, results: rows.map(representWebhook) }, ...(link ? { headers: { link } } : {}) };
+    },
+  };
+
+  const create = {
+    permission: isAuthenticated,
+    async handle(request: ApiRequest) {
+      const user = request.user!;
+      const input = await validateWebhook(await request.data(), { partial: false, allowPrivate, eventNames });
+      const secret = input.secret ?? generateSecret();
+      const now = Date.now();
+      const row = await db.transaction().execute(async (trx) => {
+        // Serialise one user's creations on PostgreSQL so the cap holds under concurrency.
+        if (storage.dialect === 'postgres') await trx.selectFrom('users').select('id').where('id', '=', user.id).forUpdate().execute();
+        const { n } = await trx
+          .selectFrom('webhooks')
+          .select((eb) => eb.fn.countAll<number>().as('n'))
+          .where('owner_id', '=', user.id)
+          .executeTakeFirstOrThrow();
+        if (Number(n) >= MAX_WEBHOOKS_PER_USER) {
+          throw new ValidationError({ non_field_errors: [`A user may have at most ${MAX_WEBHOOKS_PER_USER} webhooks.`] });
+        }
+        const inserted = await trx
+          .insertInto('webhooks')
+          .values({
+            owner_id: user.id,
+            target_url: input.target_url!,
+            events: JSON.stringify(input.events ?? ['*']),
+            active: input.active === false ? 0 : 1,
+            secret_sealed: secrets.seal(secret),
+            previous_secret_sealed: null,
+            previous_secret_expires_at: null,
+            last_response_code: null,
+            last_response_status: 'unused',
+            last_response_message: null,
+            disabled_reason: null,
+            failing_since: null,
+            created_at: now,
+            updated_at: now,
+          })
+          .returningAll()
+          .executeTakeFirstOrThrow();
+        // A new webhook is greeted with a ping (API.md §4).
+        await enqueuePing(trx, inserted, user);
+        return inserted;
+      });
+      wake();
+      // The secret is shown once, here, and never again (API.md §4).
+      const body = { ...representWebhook(row), secret };
+      return { status: 201, body, headers: { location: `/api/v1/webhooks/${row.id}/` } };
+    },
+  };
+
+  const retrieve = {
+    permission: isAuthenticated,
+    async handle(request: ApiRequest) {
+      return { body: representWebhook(await loadOwnWebhook(storage, parseId(request.params.id), request.user!)) };
+    },
+  };
+
+  function update(partial: boolean) {
+    return {
+      permission: isAuthenticated,
+      async handle(request: ApiRequest) {
+        const user = request.user!;
+        const current = await loadOwnWebhook(storage, parseId(request.params.id), user);
+        assertIfMatch(request.raw.headers['if-match'], entityTag(renderJson(representWebhook(current)), JSON_TYPE));
+        const input = await validateWebhook(await request.data(), { partial, allowPrivate, eventNames });
+        const now = Date.now();
+        const changes = {
+          ...(input.target_url !== undefined ? { target_url: input.target_url } : {}),
+          ...(input.events !== undefined ? { events: JSON.stringify(input.events) } : {}),
+          // Re-enabling clears why it was disabled (API.md §6 "Webhook records").
+          ...(input.active !== undefined
+            ? { active: input.active ? 1 : 0, ...(input.active ? { disabled_reason: null, failing_since: null } : {}) }
+            : {}),
+          ...(input.secret !== undefined
+            ? {
+                secret_sealed: secrets.seal(input.secret),
+                previous_secret_sealed: current.secret_sealed,
+                previous_secret_expires_at: now + SECRET_OVERLAP_MS,
+              }
+            : {}),
+          updated_at: now,
+        };
+        const row = await db.updateTable('webhooks').set(changes).where('id', '=', current.id).returningAll().executeTakeFirstOrThrow();
+        if (input.active) wake();
+        return { body: representWebhook(row) };
+      },
+    };
+  }
+
+  const destroy = {
+    permission: isAuthenticated,
+    async handle(request: ApiRequest) {
+      const current = await loadOwnWebhook(storage, parseId(request.params.id), request.user!);
+      assertIfMatch(request.raw.headers['if-match'], entityTag(renderJson(representWebhook(current)), JSON_TYPE));
+      await db.deleteFrom('webhooks').where('id', '=', current.id).execute();
+      return { status: 204 };
+    },
+  };
+
+  const ping = {
+    permission: isAuthenticated,
+    async handle(request: ApiRequest) {
+      const user = request.user!;
+      const row = await loadOwnWebhook(storage, parseId(request.params.id), user);
+      await db.transaction().execute((trx) => enqueuePing(trx, row, user));
+      wake();
+      return { status: 204 };
+    },
+  };
+
+  return [
+    {
+      name: 'Webhook List',
+      description: "The caller's webhook subscriptions.",
+      path: '/api/v1/webhooks/',
+      mediaTypes: RECORD_MEDIA_TYPES,
+      columns: WEBHOOK_COLUMNS,
+      actions: { GET: list, POST: create },
+    },
+    {
+      name: 'Webhook Instance',
+      description: 'One webhook subscription. PATCH a new `secret` to rotate it with a 24-hour overlap.',
+      path: '/api/v1/webhooks/:id/',
+      mediaTypes: RECORD_MEDIA_TYPES,
+      columns: WEBHOOK_COLUMNS,
+      actions: { GET: retrieve, PUT: update(false), PATCH: update(true), DELETE: destroy },
+    },
+    {
+      name: 'Webhook Pings',
+      description: 'POST to send the webhook a ping.',
+      path: '/api/v1/webhooks/:id/pings/',
+      mediaTypes: [JSON_TYPE],
+      actions: { POST: ping },
+    },
+  ];
+}
