@@ -13,7 +13,7 @@ import { registerOperations } from './http/operations.js';
 import { CursorCodec } from './http/pagination.js';
 import { BODY_LIMIT } from './http/parsers.js';
 import { createPipeline } from './http/pipeline.js';
-import { notFoundHandler, problemHandler } from './http/problem-handler.js';
+import { frameworkErrorHandler, notFoundHandler, problemHandler } from './http/problem-handler.js';
 import { METHODS, type View } from './http/view.js';
 import { authViews, withSignup } from './resources/auth-views.js';
 import { docsViews } from './resources/docs.js';
@@ -62,6 +62,7 @@ export async function buildApp(config: Config, storage: Storage, options: AppOpt
     bodyLimit: BODY_LIMIT,
     exposeHeadRoutes: false,
     return503OnClosing: true,
+    frameworkErrors: frameworkErrorHandler,
   });
   const keys = await loadKeys(storage.db, config.secretKey);
   const metrics = createMetrics();

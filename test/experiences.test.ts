@@ -229,6 +229,9 @@ describe.each(BACKENDS)('experiences API on %s', (backend) => {
         expect(response.status, path).toBe(404);
         expect(response.headers.get('content-type')).toMatch(/^application\/problem\+json/);
       }
+      const malformed = await api('/api/v1/experiences/%zz/');
+      expect(malformed.status).toBe(400);
+      expect(malformed.headers.get('content-type')).toMatch(/^application\/problem\+json/);
       const redirect = await api('/api/v1/experiences?limit=5');
       expect(redirect.status).toBe(308);
       expect(redirect.headers.get('location')).toBe('/api/v1/experiences/?limit=5');

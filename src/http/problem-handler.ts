@@ -64,3 +64,12 @@ function splitUrl(url: string): [string, string] {
   const index = url.indexOf('?');
   return index === -1 ? [url, ''] : [url.slice(0, index), url.slice(index)];
 }
+
+/**
+ * Errors Fastify raises before routing (a URL that is not valid percent-encoding): still a
+ * problem+json body, never Fastify's own format. They are not counted by the rate limit, since
+ * no hook has run (API.md §1).
+ */
+export function frameworkErrorHandler(error: FastifyError, _request: FastifyRequest, reply: FastifyReply): void {
+  sendProblem(reply, error.code === 'FST_ERR_BAD_URL' ? new ParseError('The request URL is malformed.') : new ParseError(error.message));
+}
