@@ -105,7 +105,7 @@ export function textReport(report) {
     parts.push(textTable(httpCells(report.http)));
   }
   if (report.webhooks) {
-    parts.push(`\nWebhooks (${report.webhooks.hooks} receivers answering 204; an event = one delivery to one webhook)`);
+    parts.push(`\nWebhooks (${report.webhooks.hooks} receivers answering 204; an event = one delivery to one webhook${report.webhooks.redis ? '; REDIS_URL set' : ''})`);
     parts.push(textTable(webhookCells(report.webhooks)));
   }
   return parts.join('\n');
@@ -133,7 +133,7 @@ export function markdownReport(report) {
     const w = report.webhooks;
     parts.push(
       '',
-      `- Webhooks: ${w.hooks} webhooks, each a node:http receiver on 127.0.0.1 answering 204; an event is one delivery to one webhook. ` +
+      `- Webhooks: ${w.hooks} webhooks, each a node:http receiver on 127.0.0.1 answering 204; an event is one delivery to one webhook${w.redis ? '; REDIS_URL set in every configuration' : ''}. ` +
         `Steady: creates paced for ${w.eventRate} events/s over ${w.steadySeconds} s while the dispatcher runs; commit = the create's response reaching the client. ` +
         `Backlog: ${w.events} events committed with nothing dispatching, then drained (SQLite: serve restarted with its dispatcher; PostgreSQL: the workers started).`,
       '',

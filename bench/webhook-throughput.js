@@ -321,5 +321,5 @@ export async function runWebhookThroughput(processes, options, log) {
   } finally {
     await receivers.stop();
   }
-  return { hooks: HOOKS, events: options.events, eventRate: options.eventRate, steadySeconds: options.steadySeconds, results: judge(results) };
+  return { hooks: HOOKS, redis: Boolean(options.redisUrl), events: options.events, eventRate: options.eventRate, steadySeconds: options.steadySeconds, results: judge(results) };
 }
