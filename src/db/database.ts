@@ -56,7 +56,7 @@ function openSqlite(dataDir: string): Storage {
   database.function('lower', { deterministic: true }, (value: unknown) =>
     typeof value === 'string' ? value.toLowerCase() : value,
   );
-  const db = new Kysely<Database>({ dialect: new SqliteDialect({ database }) });
+  const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: withStatementCache(database) }) });
   return {
     db,
     dialect: 'sqlite',
@@ -70,6 +70,28 @@ function openSqlite(dataDir: string): Storage {
       }
     },
     close: () => db.destroy(),
+  };
+}
+
+/**
+ * Kysely's SQLite driver prepares every query anew; preparing costs more than running a small
+ * query. Kysely emits a bounded set of SQL texts (parameters are placeholders), so caching the
+ * prepared statements by text is safe; the cache is bounded for the few with variable `in` lists.
+ * The driver runs one query at a time, so a statement is never used by two queries at once.
+ */
+function withStatementCache(database: SQLite.Database, capacity = 500) {
+  const statements = new Map<string, SQLite.Statement>();
+  return {
+    close: () => database.close(),
+    prepare(text: string): SQLite.Statement {
+      let statement = statements.get(text);
+      if (statement === undefined) {
+        statement = database.prepare(text);
+        if (statements.size >= capacity) statements.delete(statements.keys().next().value!);
+        statements.set(text, statement);
+      }
+      return statement;
+    },
   };
 }
 

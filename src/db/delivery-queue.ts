@@ -58,12 +58,15 @@ export async function releaseAllLeases(db: Kysely<Database>): Promise<number> {
   return Number(result.numUpdatedRows);
 }
 
-/** When the next delivery this worker could claim is due (its lease ends, if leased), or null. */
-export async function nextDueAt(db: Kysely<Database>): Promise<number | null> {
+/**
+ * When the next waiting delivery falls due, if one is scheduled after `now` (an index seek).
+ * Work already due but not claimable (leased elsewhere, webhook inactive) is not counted: the
+ * idle poll finds it when that changes.
+ */
+export async function nextDueAt(db: Kysely<Database>, now: number): Promise<number | null> {
   const result = await sql<{ due: number | string | null }>`
-    select min(case when d.lease_until > d.next_attempt_at then d.lease_until else d.next_attempt_at end) as due
-    from deliveries d join webhooks w on w.id = d.webhook_id
-    where d.status in ('pending', 'retrying') and w.active = 1`.execute(db);
+    select min(next_attempt_at) as due from deliveries
+    where status in ('pending', 'retrying') and next_attempt_at > ${now}`.execute(db);
   const due = result.rows[0]?.due;
   return due == null ? null : Number(due);
 }

@@ -121,6 +121,19 @@ const MIGRATIONS: Record<string, Migration> = {
       await db.schema.createIndex('deliveries_guid').on('deliveries').columns(['guid', 'id']).execute();
     },
   },
+  '0003_waiting_deliveries_index': {
+    async up(db) {
+      // The claim query walks waiting deliveries in due order; a partial index holds only those,
+      // so the walk needs no sort and delivered history does not slow it (issue #6).
+      await db.schema
+        .createIndex('deliveries_waiting')
+        .on('deliveries')
+        .columns(['next_attempt_at', 'id'])
+        .where(sql.ref('status'), 'in', [sql.lit('pending'), sql.lit('retrying')])
+        .execute();
+      await db.schema.dropIndex('deliveries_due').execute();
+    },
+  },
 };
 
 const provider: MigrationProvider = { getMigrations: async () => MIGRATIONS };

@@ -41,22 +41,40 @@ export interface DispatcherOptions {
 export const LEASE_MS = 30_000;
 /** Idle workers look for due retries at least this often, even without a wake-up. */
 const IDLE_POLL_MS = 1000;
-const MIN_POLL_MS = 25;
+/** The most rows one claim takes. */
+const CLAIM_BATCH = 256;
+/** How long finished attempts wait to be recorded together. */
+const FLUSH_DELAY_MS = 5;
 
 interface WebhookTarget {
   url: string;
   secrets: string[];
 }
 
+/** A claimed delivery waiting for a slot of its webhook. */
+interface Claimed {
+  delivery: DeliveryRow;
+  target: WebhookTarget;
+}
+
+/** In-flight and waiting work of one webhook in this process. */
+interface Lane {
+  inFlight: number;
+  waiting: Claimed[];
+}
+
 export class Dispatcher {
-  private readonly maxInFlight: number;
+  private readonly maxHeld: number;
   private readonly perWebhook: number;
+  private readonly timeoutMs: number;
   private readonly agent: Agent;
-  private readonly inFlight = new Map<number, number>();
-  private inFlightTotal = 0;
+  private readonly lanes = new Map<number, Lane>();
+  /** Deliveries claimed by this process and not yet recorded (in flight or waiting). */
+  private held = 0;
   private readonly attempts = new Set<Promise<void>>();
   private pending: AttemptRecord[] = [];
   private flushing: Promise<void> | null = null;
+  private flushTimer: Promise<void> | null = null;
   private running = false;
   private loop: Promise<void> | null = null;
   private wakeUp: (() => void) | null = null;
@@ -64,9 +82,10 @@ export class Dispatcher {
   private stopListening: () => Promise<void> = async () => {};
 
   constructor(private readonly options: DispatcherOptions) {
-    this.maxInFlight = options.maxInFlight ?? 256;
+    this.maxHeld = options.maxInFlight ?? 512;
     this.perWebhook = options.perWebhook ?? 16;
-    this.agent = createGuardedAgent({ allowPrivate: options.allowPrivate, connectTimeoutMs: options.timeoutMs ?? 10_000 });
+    this.timeoutMs = options.timeoutMs ?? 10_000;
+    this.agent = createGuardedAgent({ allowPrivate: options.allowPrivate, connectTimeoutMs: this.timeoutMs });
   }
 
   /** Starts claiming; on SQLite first takes back leases a killed process left behind. */
@@ -98,6 +117,10 @@ export class Dispatcher {
     this.running = false;
     this.wake();
     await this.loop;
+    // Claimed work that has not started goes back to the queue at once.
+    const waiting = [...this.lanes.values()].flatMap((lane) => lane.waiting.splice(0));
+    this.held -= waiting.length;
+    await releaseLeases(this.options.storage.db, waiting.map((item) => item.delivery.id));
     await Promise.all(this.attempts);
     await this.flush();
     await this.stopListening();
@@ -107,9 +130,9 @@ export class Dispatcher {
   private async run(): Promise<void> {
     while (this.running) {
       try {
-        const claimed = await this.claim();
-        if (claimed > 0) continue;
-        await this.idle();
+        this.woken = false;
+        const claimed = this.held < this.maxHeld / 2 ? await this.claim() : 0;
+        if (claimed === 0) await this.idle();
       } catch (error) {
         this.options.log.error({ err: error }, 'dispatcher could not claim deliveries; retrying');
         await this.sleep(IDLE_POLL_MS);
@@ -117,49 +140,78 @@ export class Dispatcher {
     }
   }
 
+  /**
+   * Claims a batch and queues it per webhook. A webhook may hold twice its in-flight cap here
+   * (one round in flight, one waiting), so a slow receiver's work never fills the batch and
+   * waiting work starts well within its lease.
+   */
   private async claim(): Promise<number> {
-    const room = this.maxInFlight - this.inFlightTotal;
-    if (room <= 0) {
-      await this.sleep(IDLE_POLL_MS);
-      return 0;
-    }
-    const now = Date.now();
-    const saturated = [...this.inFlight].filter(([, n]) => n >= this.perWebhook).map(([id]) => id);
     const { storage } = this.options;
-    this.woken = false;
+    const now = Date.now();
+    const laneLimit = 2 * this.perWebhook;
+    const full = [...this.lanes].filter(([, lane]) => lane.inFlight + lane.waiting.length >= laneLimit).map(([id]) => id);
     const rows = await claimDueDeliveries(storage, {
       now,
-      limit: Math.min(room, 128),
+      limit: Math.min(this.maxHeld - this.held, CLAIM_BATCH),
       leaseUntil: now + LEASE_MS,
-      excludeWebhookIds: saturated,
+      excludeWebhookIds: full,
     });
     if (rows.length === 0) return 0;
 
-    // A batch may hold more of one webhook's work than its cap allows; give the rest back.
-    const accepted: DeliveryRow[] = [];
+    const targets = await this.loadTargets([...new Set(rows.map((row) => row.webhook_id))]);
     const returned: number[] = [];
-    const planned = new Map(this.inFlight);
-    for (const row of rows) {
-      const count = planned.get(row.webhook_id) ?? 0;
-      if (count >= this.perWebhook) returned.push(row.id);
-      else {
-        planned.set(row.webhook_id, count + 1);
-        accepted.push(row);
+    const touched = new Set<number>();
+    for (const delivery of rows) {
+      const lane = this.lane(delivery.webhook_id);
+      const target = targets.get(delivery.webhook_id);
+      if (!target || lane.inFlight + lane.waiting.length >= laneLimit) {
+        returned.push(delivery.id);
+        continue;
       }
+      lane.waiting.push({ delivery, target });
+      this.held++;
+      touched.add(delivery.webhook_id);
     }
     await releaseLeases(storage.db, returned);
-    const targets = await this.loadTargets([...new Set(accepted.map((row) => row.webhook_id))]);
-    for (const row of accepted) {
-      const target = targets.get(row.webhook_id);
-      if (!target) continue;
-      this.track(row.webhook_id, +1);
-      const attempt = this.attempt(row, target).finally(() => {
-        this.track(row.webhook_id, -1);
+    for (const webhookId of touched) this.pump(webhookId);
+    return rows.length - returned.length;
+  }
+
+  private lane(webhookId: number): Lane {
+    let lane = this.lanes.get(webhookId);
+    if (!lane) {
+      lane = { inFlight: 0, waiting: [] };
+      this.lanes.set(webhookId, lane);
+    }
+    return lane;
+  }
+
+  /** Starts waiting attempts of a webhook while it has free slots. */
+  private pump(webhookId: number): void {
+    const lane = this.lanes.get(webhookId);
+    if (!lane) return;
+    const stale: number[] = [];
+    while (lane.inFlight < this.perWebhook && lane.waiting.length > 0) {
+      const { delivery, target } = lane.waiting.shift()!;
+      // Never start an attempt that could outlive its lease: another worker may take it then.
+      if (Date.now() + this.timeoutMs + 1000 > (delivery.lease_until ?? 0)) {
+        stale.push(delivery.id);
+        this.held--;
+        continue;
+      }
+      lane.inFlight++;
+      const attempt = this.attempt(delivery, target).finally(() => {
+        lane.inFlight--;
+        this.held--;
         this.attempts.delete(attempt);
+        this.pump(webhookId);
+        if (lane.inFlight === 0 && lane.waiting.length === 0) this.lanes.delete(webhookId);
+        // Claim again when there is room for a batch, or when this webhook has run dry.
+        if (this.held <= this.maxHeld / 2 || lane.waiting.length === 0) this.wake();
       });
       this.attempts.add(attempt);
     }
-    return accepted.length;
+    if (stale.length) void releaseLeases(this.options.storage.db, stale).catch(() => {});
   }
 
   private async loadTargets(webhookIds: readonly number[]): Promise<Map<number, WebhookTarget>> {
@@ -200,17 +252,26 @@ export class Dispatcher {
       headers,
       body: delivery.payload,
       dispatcher: this.agent,
-      ...(this.options.timeoutMs ? { timeoutMs: this.options.timeoutMs } : {}),
+      timeoutMs: this.timeoutMs,
     });
     this.options.metrics?.observeAttempt(outcome);
     this.pending.push({ delivery, outcome, finishedAt: Date.now() });
-    await this.flush();
+    await this.scheduleFlush();
   }
 
   /**
-   * Writes pending outcomes. Attempts finishing while a write runs wait for the next one, so
-   * outcomes are written in batches; an attempt's slot is freed only once its outcome is stored.
+   * Resolves once the outcomes pending now are stored. Writes wait a few milliseconds to gather
+   * the outcomes of attempts finishing together into one transaction (one commit, not hundreds).
    */
+  private scheduleFlush(): Promise<void> {
+    this.flushTimer ??= new Promise<void>((resolve) => setTimeout(resolve, FLUSH_DELAY_MS)).then(() => {
+      this.flushTimer = null;
+      return this.flush();
+    });
+    return this.flushTimer;
+  }
+
+  /** Writes pending outcomes; an attempt's slot is freed only once its outcome is stored. */
   private async flush(): Promise<void> {
     while (this.flushing) await this.flushing;
     if (this.pending.length === 0) return;
@@ -227,22 +288,12 @@ export class Dispatcher {
     await this.flushing;
   }
 
-  private track(webhookId: number, delta: number): void {
-    const count = (this.inFlight.get(webhookId) ?? 0) + delta;
-    if (count > 0) this.inFlight.set(webhookId, count);
-    else this.inFlight.delete(webhookId);
-    this.inFlightTotal += delta;
-    // A freed slot may let a saturated webhook's work be claimed.
-    if (delta < 0) this.wake();
-  }
-
   /** Waits for a wake-up, the next due retry, or the idle poll, whichever comes first. */
   private async idle(): Promise<void> {
     if (this.woken || !this.running) return;
-    const due = await nextDueAt(this.options.storage.db);
-    // Work that is due but not claimable now (its webhook is at its cap) is looked at again
-    // after a short floor, so the loop never spins.
-    const wait = due === null ? IDLE_POLL_MS : Math.min(IDLE_POLL_MS, Math.max(MIN_POLL_MS, due - Date.now()));
+    const now = Date.now();
+    const due = await nextDueAt(this.options.storage.db, now);
+    const wait = due === null ? IDLE_POLL_MS : Math.min(IDLE_POLL_MS, Math.max(0, due - now));
     await this.sleep(wait);
   }
 
