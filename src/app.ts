@@ -1,5 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import cookie from '@fastify/cookie';
 import cors from '@fastify/cors';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { createAuthentication } from './auth/authentication.js';
@@ -95,8 +94,6 @@ export async function buildApp(config: Config, storage: Storage, options: AppOpt
       maxAge: 600,
     });
   }
-  // Parses `Cookie` in its own onRequest hook, which must run before the pipeline's (sessions).
-  await server.register(cookie);
   server.addHook('onRequest', pipeline.initial);
 
   const cursors = new CursorCodec(keys.derive('cursor'));

@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import * as crypto from 'node:crypto';
 import { PreconditionFailed } from './errors.js';
 
 /**
@@ -6,9 +6,16 @@ import { PreconditionFailed } from './errors.js';
  * matching If-None-Match, 412 for a PUT/PATCH/DELETE whose If-Match does not match.
  */
 
+// crypto.hash (Node 20.12+) hashes in one call, several times faster than a Hash object for
+// the small bodies of a GET; older Node 20 releases fall back to createHash.
+const sha1 =
+  typeof crypto.hash === 'function'
+    ? (text: string) => crypto.hash('sha1', text, 'base64url')
+    : (text: string) => crypto.createHash('sha1').update(text).digest('base64url');
+
 /** A strong entity tag over the exact bytes of a representation and its media type. */
 export function entityTag(body: string, mediaType: string): string {
-  return `"${createHash('sha1').update(mediaType).update('\0').update(body).digest('base64url')}"`;
+  return `"${sha1(`${mediaType}\0${body}`)}"`;
 }
 
 function listTags(header: string): string[] {

@@ -2,7 +2,7 @@ import type { FastifyRequest } from 'fastify';
 import type { CredentialVerifier } from '../auth/authenticators.js';
 import { allowAny } from '../auth/permissions.js';
 import type { RefreshTokens } from '../auth/refresh-tokens.js';
-import { SESSION_COOKIE, type SessionStore } from '../auth/sessions.js';
+import { SESSION_COOKIE, readCookie, type SessionStore } from '../auth/sessions.js';
 import type { AccessTokens } from '../auth/tokens.js';
 import type { User } from '../auth/user.js';
 import { USERNAME_PATTERN, UsernameTaken, type UserStore } from '../auth/users.js';
@@ -95,7 +95,7 @@ export function authViews({ verify, users, accessTokens, refreshTokens, sessions
   const endSession: Action = {
     permission: allowAny,
     async handle(request) {
-      const id = request.raw.cookies[SESSION_COOKIE];
+      const id = readCookie(request.raw, SESSION_COOKIE);
       if (request.identity?.scheme === 'session' && id) await sessions.delete(id);
       return { status: 204, headers: { 'set-cookie': sessions.clearedCookies() } };
     },
