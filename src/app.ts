@@ -21,7 +21,7 @@ import type { ChangeListener } from './resources/resource.js';
 import { rootView } from './resources/root.js';
 import { meView, users } from './resources/users.js';
 import { buildViewSet } from './resources/viewset.js';
-import { openRedisStore, type RedisStore } from './throttling/redis-store.js';
+import type { RedisStore } from './throttling/redis-store.js';
 import { RequestThrottle, memoryLimiter, type LimiterFactory } from './throttling/request-throttle.js';
 import { VERSION } from './version.js';
 import { deliveryLogViews } from './webhooks/deliveries-log.js';
@@ -68,7 +68,11 @@ export async function buildApp(config: Config, storage: Storage, options: AppOpt
   const userStore = new UserStore(storage.db);
 
   // Request and login limits count in Redis when REDIS_URL is set, shared by every process (issue #4).
-  const redis = config.redisUrl === null ? null : await openRedisStore(config, { log: server.log, counters: metrics.rateLimitStore });
+  // Loaded only when configured: ioredis is a fifth of an idle process's memory (issue #6).
+  const redis =
+    config.redisUrl === null
+      ? null
+      : await (await import('./throttling/redis-store.js')).openRedisStore(config, { log: server.log, counters: metrics.rateLimitStore });
   if (redis) server.addHook('onClose', redis.close);
   const limiters = options.limiterFactory ?? redis?.limiters ?? memoryLimiter;
   const auth = await createAuthentication({ config, storage, keys, users: userStore, limiterFactory: limiters });

@@ -29,6 +29,8 @@ interface Entry {
 
 export class CredentialCache {
   private readonly entries = new Map<string, Entry>();
+  /** Checks under way, so that a burst of requests with new credentials costs one hash, not one each. */
+  private readonly checking = new Map<string, Promise<User | null>>();
   private readonly maxEntries: number;
   private readonly ttlMs: number;
   private readonly now: () => number;
@@ -72,6 +74,25 @@ export class CredentialCache {
   }
 
   /**
+   * Runs `check` for these credentials unless the same check is already under way, in which case
+   * its result is shared; credentials that pass are remembered.
+   */
+  checkOnce(username: string, password: string, check: () => Promise<User | null>): Promise<User | null> {
+    const id = this.entryId(username, password);
+    let running = this.checking.get(id);
+    if (running === undefined) {
+      running = check()
+        .then((user) => {
+          if (user) this.set(username, password, user);
+          return user;
+        })
+        .finally(() => this.checking.delete(id));
+      this.checking.set(id, running);
+    }
+    return running;
+  }
+
+  /**
    * The username's byte length comes first, so that no two (username, password) pairs give the
    * same input however either is split.
    */
@@ -86,10 +107,6 @@ export class CredentialCache {
 /** Wraps a verifier with the cache: a hit skips the slow check; a miss runs it and remembers a success. */
 export function cachedVerifier(inner: CredentialVerifier, cache: CredentialCache): CredentialVerifier {
   return async function verifyCached(username, password, request) {
-    const cached = cache.get(username, password);
-    if (cached) return cached;
-    const user = await inner(username, password, request);
-    if (user) cache.set(username, password, user);
-    return user;
+    return cache.get(username, password) ?? cache.checkOnce(username, password, () => inner(username, password, request));
   };
 }

@@ -33,6 +33,11 @@ export async function verifyPassword(password: string, stored: string): Promise<
 
 /**
  * A hash of nothing anyone knows, verified when the user does not exist so that an unknown
- * user and a wrong password take the same time (API.md §6, login throttling).
+ * user and a wrong password take the same time (API.md §6, login throttling). Made on first use:
+ * hashing at start-up cost every process scrypt's memory whether or not anyone logs in.
  */
-export const DECOY_HASH = await hashPassword(randomBytes(16).toString('hex'));
+let decoyHash_: Promise<string> | null = null;
+export function decoyHash(): Promise<string> {
+  decoyHash_ ??= hashPassword(randomBytes(16).toString('hex'));
+  return decoyHash_;
+}

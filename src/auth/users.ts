@@ -1,6 +1,6 @@
 import type { Kysely } from 'kysely';
 import type { Database, UserRow } from '../db/schema.js';
-import { DECOY_HASH, hashPassword, verifyPassword } from './passwords.js';
+import { decoyHash, hashPassword, verifyPassword } from './passwords.js';
 import type { User } from './user.js';
 
 /** Username rules, as Django's: 1–150 characters of letters, digits and @ . + - _ */
@@ -94,7 +94,7 @@ export class UserStore {
       .select(['id', 'username', 'password_hash', 'password_changed_at'])
       .where('username', '=', username)
       .executeTakeFirst();
-    const ok = await verifyPassword(password, row?.password_hash ?? DECOY_HASH);
+    const ok = await verifyPassword(password, row?.password_hash ?? (await decoyHash()));
     return ok && row ? toUser(row) : null;
   }
 }

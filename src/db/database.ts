@@ -2,7 +2,7 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import SQLite from 'better-sqlite3';
 import { Kysely, PostgresDialect, SqliteDialect, sql } from 'kysely';
-import pg from 'pg';
+import type pg from 'pg';
 import type { Config } from '../config.js';
 import { migrateToLatest } from './migrations.js';
 import type { Database } from './schema.js';
@@ -20,16 +20,13 @@ export interface Storage {
   close(): Promise<void>;
 }
 
-// PostgreSQL returns int8 (bigint) as a string to protect precision; our ids and millisecond
-// timestamps stay far below 2^53, so numbers are safe and keep both dialects alike.
-pg.types.setTypeParser(pg.types.builtins.INT8, (value) => Number(value));
 
 /** Opens SQLite under DATA_DIR, or PostgreSQL when `databaseUrl` is set, and applies migrations. */
 export async function openStorage(
   options: Pick<Config, 'databaseUrl' | 'dataDir'>,
   { migrate = true }: { migrate?: boolean } = {},
 ): Promise<Storage> {
-  const storage = options.databaseUrl ? openPostgres(options.databaseUrl) : openSqlite(options.dataDir);
+  const storage = options.databaseUrl ? await openPostgres(options.databaseUrl) : openSqlite(options.dataDir);
   if (migrate) {
     try {
       await migrateToLatest(storage.db);
@@ -95,7 +92,12 @@ function withStatementCache(database: SQLite.Database, capacity = 500) {
   };
 }
 
-function openPostgres(connectionString: string): Storage {
+async function openPostgres(connectionString: string): Promise<Storage> {
+  // Loaded only for PostgreSQL, so an SQLite process does not carry the driver (issue #6).
+  const { default: pg } = await import('pg');
+  // PostgreSQL returns int8 (bigint) as a string to protect precision; our ids and millisecond
+  // timestamps stay far below 2^53, so numbers are safe and keep both dialects alike.
+  pg.types.setTypeParser(pg.types.builtins.INT8, (value) => Number(value));
   const pool = new pg.Pool({ connectionString, max: 10, connectionTimeoutMillis: 5000 });
   // An idle client that loses its server must not crash the process; the next query reconnects.
   pool.on('error', () => {});

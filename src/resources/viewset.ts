@@ -39,7 +39,19 @@ export function parseId(text: string | undefined): number {
   return id;
 }
 
-const toIso = (ms: unknown): string => new Date(Number(ms)).toISOString();
+// Formatting dates was a tenth of a page's time (issue #6 profile); the same records are read
+// again and again, so their timestamps' text is remembered (a bounded map, reset when full).
+const isoText = new Map<number, string>();
+function toIso(ms: unknown): string {
+  const value = Number(ms);
+  let text = isoText.get(value);
+  if (text === undefined) {
+    if (isoText.size >= 50_000) isoText.clear();
+    text = new Date(value).toISOString();
+    isoText.set(value, text);
+  }
+  return text;
+}
 
 /**
  * Turns a resource declaration into its two views, the collection and the record, with DRF's

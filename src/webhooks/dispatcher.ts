@@ -43,6 +43,8 @@ export const LEASE_MS = 30_000;
 const IDLE_POLL_MS = 1000;
 /** The most rows one claim takes. */
 const CLAIM_BATCH = 256;
+/** How long a wake-up waits for others to join it. */
+const WAKE_DELAY_MS = 2;
 /** How long finished attempts wait to be recorded together. */
 const FLUSH_DELAY_MS = 5;
 
@@ -79,6 +81,7 @@ export class Dispatcher {
   private loop: Promise<void> | null = null;
   private wakeUp: (() => void) | null = null;
   private woken = false;
+  private wakeTimer: NodeJS.Timeout | null = null;
   private stopListening: () => Promise<void> = async () => {};
 
   constructor(private readonly options: DispatcherOptions) {
@@ -108,7 +111,12 @@ export class Dispatcher {
   /** Asks the loop to look for work now (after a commit that enqueued some). */
   wake(): void {
     this.woken = true;
-    this.wakeUp?.();
+    // Wake-ups within a few milliseconds share one claim: under a stream of commits, one claim
+    // per commit would cost a write transaction per event (issue #6).
+    this.wakeTimer ??= setTimeout(() => {
+      this.wakeTimer = null;
+      this.wakeUp?.();
+    }, WAKE_DELAY_MS);
   }
 
   /** Stops claiming, lets in-flight attempts finish and records them (SIGTERM, API.md §5). */
