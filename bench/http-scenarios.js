@@ -68,7 +68,8 @@ const round = (value) => Math.round(value * 100) / 100;
 export async function runHttpScenarios(processes, options, log) {
   const baseline = await processes.startServer('baseline', BASELINE, [], { PATH: process.env.PATH ?? '' }, { readyPath: GET_ONE.path });
   const store = await freshStore(processes, options);
-  const server = await startServe(processes, restwireEnv(store));
+  const args = options.workers === null ? ['serve'] : ['serve', '--workers', String(options.workers)];
+  const server = await startServe(processes, restwireEnv(store), args.join(' '), args);
   log(`restwire on ${store.backend}${store.redisUrl ? ' + Redis' : ''} at ${server.url} (pid ${server.pid}); baseline at ${baseline.url} (pid ${baseline.pid})`);
 
   const bearer = await bearerAuth(server);
@@ -128,5 +129,5 @@ export async function runHttpScenarios(processes, options, log) {
   }
   await server.stop();
   await baseline.stop();
-  return { backend: store.backend, redis: Boolean(store.redisUrl), seeded: SEED, rows: compare(rows) };
+  return { backend: store.backend, redis: Boolean(store.redisUrl), workers: options.workers, seeded: SEED, rows: compare(rows) };
 }

@@ -1,7 +1,7 @@
 // One load scenario: a warm-up (discarded, so the JIT and caches settle), then a timed
 // autocannon run against 127.0.0.1 while the server's peak RSS is watched.
 import autocannon from 'autocannon';
-import { watchPeakRss, mib } from './memory.js';
+import { mib, processTree, watchPeakRss } from './memory.js';
 
 /** Runs autocannon and resolves with its result (rejects on a setup error). */
 function cannon(options) {
@@ -23,13 +23,15 @@ export async function measure(server, request, load) {
     connections: load.connections,
   };
   if (load.warmup > 0) await cannon({ ...options, duration: load.warmup });
-  const memory = watchPeakRss([server.pid]);
+  // A cluster's workers are the server's children: its memory is theirs and its own together.
+  const memory = watchPeakRss(processTree(server.pid));
   let result;
   let peak;
   try {
     result = await cannon({ ...options, duration: load.duration });
   } finally {
-    [peak] = memory.stop();
+    const peaks = memory.stop();
+    peak = peaks.some((p) => p === null) ? null : peaks.reduce((sum, p) => sum + p, 0);
   }
   const codes = Object.fromEntries(Object.entries(result.statusCodeStats).map(([code, { count }]) => [code, count]));
   return {

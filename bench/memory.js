@@ -64,3 +64,17 @@ export function watchPeakRss(pids, { whole = [], intervalMs = 100 } = {}) {
 export function mib(bytes) {
   return bytes == null ? null : Math.round((bytes / (KIB * KIB)) * 10) / 10;
 }
+
+/** A process and its descendants (Linux: /proc/<pid>/task/<tid>/children), for cluster servers. */
+export function processTree(pid) {
+  const pids = [pid];
+  for (let i = 0; i < pids.length; i++) {
+    try {
+      const children = readFileSync(`/proc/${pids[i]}/task/${pids[i]}/children`, 'utf8').trim();
+      if (children) pids.push(...children.split(/\s+/).map(Number));
+    } catch {
+      // Not Linux, or the process is gone: what was found so far.
+    }
+  }
+  return pids;
+}

@@ -101,7 +101,7 @@ function markdownTable({ header, rows }) {
 export function textReport(report) {
   const parts = [];
   if (report.http) {
-    parts.push(`Requests (restwire on ${report.http.backend}${report.http.redis ? ' + Redis' : ''}; ${report.load.connections} connections, ${report.load.duration} s each after ${report.load.warmup} s warm-up)`);
+    parts.push(`Requests (restwire${report.http.workers != null ? ` serve --workers ${report.http.workers}` : ''} on ${report.http.backend}${report.http.redis ? ' + Redis' : ''}; ${report.load.connections} connections, ${report.load.duration} s each after ${report.load.warmup} s warm-up)`);
     parts.push(textTable(httpCells(report.http)));
   }
   if (report.webhooks) {
@@ -123,7 +123,7 @@ export function markdownReport(report) {
   if (report.note) parts.push(`- Note: ${report.note}`);
   if (report.http) {
     parts.push(
-      `- Requests: restwire on ${report.http.backend}${report.http.redis ? ' + Redis' : ''} (${report.http.seeded} seeded experiences), ` +
+      `- Requests: restwire${report.http.workers != null ? ` serve --workers ${report.http.workers}` : ''} on ${report.http.backend}${report.http.redis ? ' + Redis' : ''} (${report.http.seeded} seeded experiences), ` +
         `autocannon ${report.load.connections} connections, pipelining 1, ${report.load.duration} s per scenario after ${report.load.warmup} s warm-up`,
       '',
       markdownTable(httpCells(report.http)),

@@ -23,6 +23,7 @@ const USAGE = `usage: npm run bench -- [options]
   --event-rate N     steady deliveries per second (default 500)
   --steady N         seconds of the steady phase (default 10; --quick 2)
   --note TEXT        a remark written with the section in bench/RESULTS.md
+  --workers N        run the request scenarios on \`restwire serve --workers N\` (node:cluster)
 
   BENCH_DATABASE_URL=postgres://…  run restwire on a fresh database there (and webhooks with 1 and 2 workers)
   BENCH_REDIS_URL=redis://…        give restwire REDIS_URL`;
@@ -54,6 +55,7 @@ function parseOptions(argv) {
       'event-rate': { type: 'string' },
       steady: { type: 'string' },
       note: { type: 'string' },
+      workers: { type: 'string' },
       help: { type: 'boolean', default: false },
     },
   });
@@ -86,6 +88,8 @@ function parseOptions(argv) {
     stallMs: quick ? 5000 : 15_000,
     // A dispatcher slower than this leaves deliveries uncounted (reported as not arrived).
     maxWaitMs: quick ? 20_000 : 300_000,
+    // `restwire serve --workers N` (node:cluster) for the request scenarios; 0 = one per core.
+    workers: values.workers === undefined ? null : number('workers', 0, 0),
     databaseUrl: process.env.BENCH_DATABASE_URL || null,
     redisUrl: process.env.BENCH_REDIS_URL || null,
   };

@@ -45,8 +45,11 @@ export interface App {
 }
 
 export interface AppOptions {
+  /** Overrides the rate-limit store (the cluster's shared one under `serve --workers`). */
   readonly limiterFactory?: LimiterFactory;
   readonly listeners?: readonly ChangeListener[];
+  /** Called after a commit that queued deliveries, besides waking this process's dispatcher. */
+  readonly onDeliveriesQueued?: () => void;
 }
 
 /** Which headers carry secrets: never logged (API.md §3 fine print; issue #3). */
@@ -103,8 +106,15 @@ export async function buildApp(config: Config, storage: Storage, options: AppOpt
   const cursors = new CursorCodec(keys.derive('cursor'));
   const secretBox = createSecretBox(keys.secretKey);
   const dispatcher = createDispatcher(config, storage, { secretKey: keys.secretKey, log: server.log, registry: metrics.registry });
-  // Waking a dispatcher that is not started does nothing; workers elsewhere hear NOTIFY (PostgreSQL).
-  const wake = () => dispatcher.wake();
+  // Waking a dispatcher that is not started does nothing; workers elsewhere hear NOTIFY
+  // (PostgreSQL), and a cluster's primary hears onDeliveriesQueued.
+  const onQueued = options.onDeliveriesQueued;
+  const wake = onQueued
+    ? () => {
+        dispatcher.wake();
+        onQueued();
+      }
+    : () => dispatcher.wake();
   const listeners = [outboxListener({ storage, publicUrl: config.publicUrl, wake }), ...(options.listeners ?? [])];
   const viewSetOptions = { storage, cursors, listeners };
   const experienceViews = buildViewSet(experiences, viewSetOptions);

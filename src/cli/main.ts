@@ -8,6 +8,8 @@ import { loadKeys } from '../auth/keys.js';
 import { PasswordChangeLog } from '../auth/password-changes.js';
 import { AccessTokens, createKeyring } from '../auth/tokens.js';
 import { VERSION } from '../version.js';
+import { availableParallelism } from 'node:os';
+import { serveCluster } from './cluster.js';
 import { serve } from './serve.js';
 import { worker } from './worker.js';
 import { startListener } from './listen.js';
@@ -31,8 +33,11 @@ const program = new Command('restwire')
 program
   .command('serve')
   .description('serve the API (and deliver webhooks) on HOST:PORT')
-  .action(async () => {
-    await serve(loadConfig());
+  .option('--workers <n>', 'processes sharing the port (node:cluster); 0 means one per core', parseWorkers)
+  .action(async (options: { workers?: number }) => {
+    const config = loadConfig();
+    if (options.workers === undefined) await serve(config);
+    else await serveCluster(config, options.workers === 0 ? availableParallelism() : options.workers);
   });
 
 program
@@ -108,6 +113,12 @@ program
       await storage.close();
     }
   });
+
+function parseWorkers(value: string): number {
+  const workers = Number(value);
+  if (!/^\d+$/.test(value) || workers > 64) throw new InvalidArgumentError('expected a number of processes from 0 to 64');
+  return workers;
+}
 
 export function parsePort(value: string): number {
   const port = Number(value);

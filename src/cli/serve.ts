@@ -1,16 +1,21 @@
-import { buildApp, type App } from '../app.js';
+import { buildApp, type App, type AppOptions } from '../app.js';
 import type { Config } from '../config.js';
 import { openStorage } from '../db/database.js';
 import { ensureFirstUser } from './first-user.js';
 
+export interface ServeOptions extends AppOptions {
+  /** Run the webhook dispatcher in this process (config.dispatcherInServe unless a cluster decides). */
+  readonly dispatcher?: boolean;
+}
+
 /** Starts the API server; resolves once listening. SIGTERM/SIGINT drain and exit 0 (API.md §5). */
-export async function serve(config: Config): Promise<App> {
+export async function serve(config: Config, options: ServeOptions = {}): Promise<App> {
   const storage = await openStorage(config);
-  const app = await buildApp(config, storage);
+  const app = await buildApp(config, storage, options);
   const notice = await ensureFirstUser(app.users, config);
   if (notice) process.stdout.write(`${notice}\n`);
   await app.server.listen({ host: config.host, port: config.port });
-  if (config.dispatcherInServe) await app.dispatcher.start();
+  if (options.dispatcher ?? config.dispatcherInServe) await app.dispatcher.start();
 
   let stopping = false;
   const stop = async (signal: string) => {

@@ -1,7 +1,7 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import SQLite from 'better-sqlite3';
-import { Kysely, PostgresDialect, SqliteDialect, sql } from 'kysely';
+import { CompiledQuery, Kysely, PostgresDialect, SqliteDialect, SqliteDriver, sql, type DatabaseConnection, type Driver, type SqliteDialectConfig } from 'kysely';
 import type pg from 'pg';
 import type { Config } from '../config.js';
 import { migrateToLatest } from './migrations.js';
@@ -53,7 +53,7 @@ function openSqlite(dataDir: string): Storage {
   database.function('lower', { deterministic: true }, (value: unknown) =>
     typeof value === 'string' ? value.toLowerCase() : value,
   );
-  const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: withStatementCache(database) }) });
+  const db = new Kysely<Database>({ dialect: new ImmediateSqliteDialect({ database: withStatementCache(database) }) });
   return {
     db,
     dialect: 'sqlite',
@@ -68,6 +68,28 @@ function openSqlite(dataDir: string): Storage {
     },
     close: () => db.destroy(),
   };
+}
+
+/**
+ * Write transactions take SQLite's write lock when they begin (BEGIN IMMEDIATE). With Kysely's
+ * plain BEGIN, a transaction that reads and then writes fails at once with SQLITE_BUSY when
+ * another process (a `serve --workers` sibling) committed in between; an immediate one waits
+ * for the lock (busy_timeout) instead. Every transaction here writes.
+ */
+class ImmediateSqliteDriver extends SqliteDriver {
+  override async beginTransaction(connection: DatabaseConnection): Promise<void> {
+    await connection.executeQuery(CompiledQuery.raw('begin immediate'));
+  }
+}
+
+class ImmediateSqliteDialect extends SqliteDialect {
+  constructor(private readonly settings: SqliteDialectConfig) {
+    super(settings);
+  }
+
+  override createDriver(): Driver {
+    return new ImmediateSqliteDriver(this.settings);
+  }
 }
 
 /**
