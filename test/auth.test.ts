@@ -233,7 +233,7 @@ describe.each(BACKENDS)('sign-in on %s', (backend) => {
         ]) {
           const response = await request();
           const body = await expectProblem(response, 401);
-          expect(response.headers.get('www-authenticate')).toMatch(/^Bearer /);
+          expect(response.headers.get('www-authenticate')).toBe('Basic realm="api"');
           expect(body.type).toBe('urn:restwire:problem:invalid_token');
         }
       }

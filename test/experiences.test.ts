@@ -183,6 +183,7 @@ describe.each(BACKENDS)('experiences API on %s', (backend) => {
       ['a JSON array', '[1,2]', 'application/json', 400],
       ['an unsupported media type', 'title=x', 'text/plain', 415],
       ['XML', '<a/>', 'application/xml', 415],
+      ['a +json media type', '{"title":"x","q_like_dislike":"y"}', 'application/ld+json', 415],
     ])('answers %s with problem+json', async (_name, body, type, status) => {
       const before = await count();
       const response = await post(body, type);

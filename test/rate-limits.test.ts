@@ -290,6 +290,8 @@ describe('rate limits, exceeded', () => {
     expect(refused.status).toBe(429);
     expect(refused.headers.get('access-control-allow-origin')).toBe(ORIGIN);
     expect(refused.headers.get('access-control-allow-credentials')).toBe('true');
+    // A cache must key on the origin as well as on Accept.
+    expect(refused.headers.get('vary')?.split(/\s*,\s*/).sort()).toEqual(['Accept', 'Origin']);
     const exposed = (refused.headers.get('access-control-expose-headers') ?? '').toLowerCase();
     for (const name of ['etag', 'location', 'retry-after', 'x-rate-limit-limit', 'x-rate-limit-remaining', 'x-rate-limit-reset']) {
       expect(exposed).toContain(name);

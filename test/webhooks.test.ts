@@ -297,6 +297,29 @@ describe.each(BACKENDS)('webhooks on %s', (backend) => {
     }
   });
 
+  it('greets only an active webhook, but pings an inactive one on demand', async () => {
+    const hook = await createHook({ target_url: receiver.url, active: false });
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(receiver.received).toHaveLength(0);
+    expect((await api(`${hook.url}pings/`, { method: 'POST', headers: { authorization: adminAuth } })).status).toBe(204);
+    const [ping] = await receiver.waitFor((list) => list.length === 1);
+    expect(header(ping!, 'x-service-event')).toBe('ping');
+  });
+
+  it('describes its fields on OPTIONS and shows a delivery as CSV', async () => {
+    const options = (await (await api('/api/v1/webhooks/', { method: 'OPTIONS', headers: { authorization: adminAuth } })).json()) as {
+      actions: { POST: Record<string, { required: boolean; read_only: boolean }> };
+    };
+    expect(options.actions.POST.target_url).toMatchObject({ required: true, read_only: false });
+    expect(options.actions.POST.url).toMatchObject({ read_only: true });
+    const hook = await createHook({ target_url: receiver.url });
+    await receiver.waitFor((list) => list.length === 1);
+    const log = (await (await api(`${hook.url}deliveries/`, { headers: { authorization: adminAuth } })).json()) as { results: Array<{ url: string }> };
+    const csv = await api(log.results[0]!.url, { headers: { authorization: adminAuth, accept: 'text/csv' } });
+    expect(csv.status).toBe(200);
+    expect((await csv.text()).split('\r\n')[0]).toMatch(/^url,id,guid,event,/);
+  });
+
   it('allows at most 20 webhooks per user', async () => {
     for (let i = 0; i < 20; i++) await createHook({ target_url: receiver.url, active: false }, bob);
     const response = await api('/api/v1/webhooks/', json('POST', { target_url: receiver.url }, bob));

@@ -9,7 +9,7 @@ import type { Database } from '../db/schema.js';
  */
 export interface Keys {
   readonly secretKey: string;
-  derive(purpose: 'cursor' | 'access-token' | 'credential-cache' | 'webhook-secret'): Buffer;
+  derive(purpose: 'cursor' | 'access-token' | 'credential-cache'): Buffer;
 }
 
 const SETTING = 'secret_key';

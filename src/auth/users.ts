@@ -6,6 +6,24 @@ import type { User } from './user.js';
 /** Username rules, as Django's: 1–150 characters of letters, digits and @ . + - _ */
 export const USERNAME_PATTERN = /^[\p{L}\p{N}@.+\-_]{1,150}$/u;
 
+/** What is wrong with a (trimmed) username, by Django's rule; empty when nothing is. */
+export function usernameProblems(username: string): string[] {
+  if ([...username].length > 150) return ['Ensure this field has no more than 150 characters.'];
+  if (!USERNAME_PATTERN.test(username)) {
+    return ['Enter a valid username. This value may contain only letters, numbers, and @/./+/-/_ characters.'];
+  }
+  return [];
+}
+
+/** What is wrong with a new password, by a few of Django's validators; empty when nothing is. */
+export function passwordProblems(password: string, username: string): string[] {
+  const problems: string[] = [];
+  if ([...password].length < 8) problems.push('This password is too short. It must contain at least 8 characters.');
+  if (/^\d+$/.test(password)) problems.push('This password is entirely numeric.');
+  if (username !== '' && password.toLowerCase() === username.toLowerCase()) problems.push('The password is too similar to the username.');
+  return problems;
+}
+
 export class UsernameTaken extends Error {
   constructor(username: string) {
     super(`A user named "${username}" already exists.`);

@@ -43,15 +43,26 @@ async function runPrimary(config: Config, workers: number): Promise<void> {
 
   let stopping = false;
   const fork = (): Worker => cluster.fork();
+  // A worker that dies is replaced, unless workers keep dying at once (a database that is down,
+  // a port in use): then the cluster stops rather than fork in a tight loop.
+  const recentExits: number[] = [];
   cluster.on('exit', (worker, code, signal) => {
     if (stopping) return;
+    const now = Date.now();
+    recentExits.push(now);
+    while (recentExits[0]! < now - 10_000) recentExits.shift();
+    if (recentExits.length > 2 * workers) {
+      log.fatal({ exits: recentExits.length }, 'workers keep exiting; stopping the cluster');
+      void stop('SIGTERM', 1);
+      return;
+    }
     log.error({ pid: worker.process.pid, code, signal }, 'worker exited; starting another');
-    fork();
+    setTimeout(fork, 500);
   });
   for (let i = 0; i < workers; i++) fork();
   log.info({ workers, pid: process.pid }, 'cluster primary started');
 
-  const stop = async (signal: NodeJS.Signals) => {
+  const stop = async (signal: NodeJS.Signals, exitCode = 0) => {
     if (stopping) return;
     stopping = true;
     log.info({ signal }, 'stopping workers');
@@ -66,7 +77,7 @@ async function runPrimary(config: Config, workers: number): Promise<void> {
     await Promise.all(exits);
     await dispatcher?.stop();
     await storage.close();
-    process.exit(0);
+    process.exit(exitCode);
   };
   process.once('SIGTERM', () => void stop('SIGTERM'));
   process.once('SIGINT', () => void stop('SIGINT'));

@@ -19,5 +19,5 @@ export async function ensureFirstUser(users: UserStore, config: Config): Promise
   }
   return config.adminPassword
     ? `restwire: created user "${username}" from ADMIN_USERNAME/ADMIN_PASSWORD`
-    : `restwire: created user "${username}" with password ${password} (shown once; change it with createuser or keep it safe)`;
+    : `restwire: created user "${username}" with password ${password} (shown once; change it with: restwire setpassword ${username} --password-stdin)`;
 }

@@ -1,5 +1,5 @@
 import { Command, InvalidArgumentError } from 'commander';
-import { UsernameTaken } from '../auth/users.js';
+import { UsernameTaken, passwordProblems, usernameProblems } from '../auth/users.js';
 import { ConfigError, loadConfig } from '../config.js';
 import { openStorage } from '../db/database.js';
 import { migrateToLatest } from '../db/migrations.js';
@@ -81,15 +81,38 @@ program
   .argument('<name>', 'user name')
   .requiredOption('--password-stdin', 'read the password from standard input')
   .action(async (name: string) => {
+    const username = name.trim();
     const password = await readStdin();
-    if (password.length < 8) fail('the password must be at least 8 characters');
+    const problems = [...usernameProblems(username), ...passwordProblems(password, username)];
+    if (problems.length) fail(problems.join(' '));
     const storage = await openStorage(loadConfig());
     try {
-      const user = await new UserStore(storage.db).create(name, password);
+      const user = await new UserStore(storage.db).create(username, password);
       process.stdout.write(`created user "${user.username}" (id ${user.id})\n`);
     } catch (error) {
       if (error instanceof UsernameTaken) fail(error.message);
       throw error;
+    } finally {
+      await storage.close();
+    }
+  });
+
+program
+  .command('setpassword')
+  .description("set a user's password (read from standard input); their sessions and refresh tokens end")
+  .argument('<name>', 'user name')
+  .requiredOption('--password-stdin', 'read the password from standard input')
+  .action(async (name: string) => {
+    const password = await readStdin();
+    const problems = passwordProblems(password, name);
+    if (problems.length) fail(problems.join(' '));
+    const storage = await openStorage(loadConfig());
+    try {
+      const users = new UserStore(storage.db);
+      const user = await users.findByUsername(name);
+      if (!user) fail(`no user named "${name}"`);
+      await users.setPassword(user.id, password);
+      process.stdout.write(`password of "${user.username}" changed\n`);
     } finally {
       await storage.close();
     }

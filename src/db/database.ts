@@ -15,6 +15,11 @@ export interface Storage {
   readonly dialect: Dialect;
   /** The pg pool when on PostgreSQL (LISTEN/NOTIFY needs its own client); null on SQLite. */
   readonly pool: pg.Pool | null;
+  /**
+   * Adds FOR UPDATE on PostgreSQL, so concurrent read-modify-writes of one row take turns; on
+   * SQLite a write transaction holds the database's one write lock already (BEGIN IMMEDIATE).
+   */
+  lockForUpdate<Q extends { forUpdate(): Q }>(query: Q): Q;
   /** True when the database answers a trivial query (for /readyz). */
   ping(): Promise<boolean>;
   close(): Promise<void>;
@@ -38,6 +43,24 @@ export async function openStorage(
   return storage;
 }
 
+function storageOf(db: Kysely<Database>, dialect: Dialect, pool: pg.Pool | null): Storage {
+  return {
+    db,
+    dialect,
+    pool,
+    lockForUpdate: (query) => (dialect === 'postgres' ? query.forUpdate() : query),
+    async ping() {
+      try {
+        await sql`select 1`.execute(db);
+        return true;
+      } catch {
+        return false;
+      }
+    },
+    close: () => db.destroy(),
+  };
+}
+
 function openSqlite(dataDir: string): Storage {
   mkdirSync(dataDir, { recursive: true });
   const database = new SQLite(join(dataDir, 'restwire.sqlite3'));
@@ -54,20 +77,7 @@ function openSqlite(dataDir: string): Storage {
     typeof value === 'string' ? value.toLowerCase() : value,
   );
   const db = new Kysely<Database>({ dialect: new ImmediateSqliteDialect({ database: withStatementCache(database) }) });
-  return {
-    db,
-    dialect: 'sqlite',
-    pool: null,
-    async ping() {
-      try {
-        await sql`select 1`.execute(db);
-        return true;
-      } catch {
-        return false;
-      }
-    },
-    close: () => db.destroy(),
-  };
+  return storageOf(db, 'sqlite', null);
 }
 
 /**
@@ -124,18 +134,5 @@ async function openPostgres(connectionString: string): Promise<Storage> {
   // An idle client that loses its server must not crash the process; the next query reconnects.
   pool.on('error', () => {});
   const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
-  return {
-    db,
-    dialect: 'postgres',
-    pool,
-    async ping() {
-      try {
-        await sql`select 1`.execute(db);
-        return true;
-      } catch {
-        return false;
-      }
-    },
-    close: () => db.destroy(),
-  };
+  return storageOf(db, 'postgres', pool);
 }

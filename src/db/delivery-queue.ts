@@ -22,7 +22,11 @@ export interface ClaimOptions {
   readonly excludeWebhookIds: readonly number[];
 }
 
-/** Leases up to `limit` due deliveries of active webhooks, oldest due first, and returns them. */
+/**
+ * Leases up to `limit` due deliveries of active webhooks (and pings, which are asked for), oldest
+ * due first, and returns them. The status list is spelled out, not bound, so that the partial
+ * index on waiting deliveries (migration 0003) matches it.
+ */
 export async function claimDueDeliveries(storage: Storage, options: ClaimOptions): Promise<DeliveryRow[]> {
   const { now, limit, leaseUntil, excludeWebhookIds } = options;
   const exclude = excludeWebhookIds.length
@@ -34,7 +38,7 @@ export async function claimDueDeliveries(storage: Storage, options: ClaimOptions
     where id in (
       select d.id from deliveries d join webhooks w on w.id = d.webhook_id
       where d.status in ('pending', 'retrying') and d.next_attempt_at <= ${now}
-        and (d.lease_until is null or d.lease_until < ${now}) and w.active = 1 ${exclude}
+        and (d.lease_until is null or d.lease_until < ${now}) and (w.active = 1 or d.event = 'ping') ${exclude}
       order by d.next_attempt_at, d.id
       limit ${limit}
       ${lock}
@@ -50,11 +54,18 @@ export async function releaseLeases(db: Kysely<Database>, ids: readonly number[]
 }
 
 /**
- * SQLite only: the one dispatcher takes back every lease at start, since any lease it finds was
- * left by a process that was killed (API.md §6 "Retries").
+ * At a dispatcher's start, on SQLite, takes back every lease: there is one dispatcher, so any
+ * lease it finds was left by a process that was killed (API.md §6 "Retries"). On PostgreSQL
+ * other workers may hold live leases; those left by a dead worker expire instead. Returns how
+ * many were taken back.
  */
-export async function releaseAllLeases(db: Kysely<Database>): Promise<number> {
-  const result = await db.updateTable('deliveries').set({ lease_until: null }).where('lease_until', 'is not', null).executeTakeFirst();
+export async function recoverLeasesAtStart(storage: Storage): Promise<number> {
+  if (storage.dialect !== 'sqlite') return 0;
+  const result = await storage.db
+    .updateTable('deliveries')
+    .set({ lease_until: null })
+    .where('lease_until', 'is not', null)
+    .executeTakeFirst();
   return Number(result.numUpdatedRows);
 }
 

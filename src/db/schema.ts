@@ -1,4 +1,4 @@
-import type { Generated, Insertable, Selectable } from 'kysely';
+import type { Generated, Selectable } from 'kysely';
 
 /**
  * The tables, as Kysely sees them. Times are integers (milliseconds since the epoch) on both
@@ -98,7 +98,5 @@ export interface DeliveriesTable {
 }
 
 export type UserRow = Selectable<UsersTable>;
-export type ExperienceRow = Selectable<ExperiencesTable>;
 export type WebhookRow = Selectable<WebhooksTable>;
 export type DeliveryRow = Selectable<DeliveriesTable>;
-export type NewDelivery = Insertable<DeliveriesTable>;

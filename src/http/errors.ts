@@ -55,7 +55,8 @@ export class AuthenticationFailed extends ApiError {
 export class InvalidToken extends AuthenticationFailed {
   override readonly code = 'invalid_token';
   override readonly title = 'Invalid token';
-  override readonly headers: Record<string, string> = { 'www-authenticate': 'Bearer realm="api", error="invalid_token"' };
+  // API.md §1 gives every 401 the same challenge, `Basic realm="api"`; the Bearer error is in
+  // the problem body.
 }
 
 export class NotAuthenticated extends AuthenticationFailed {

@@ -103,7 +103,6 @@ export async function parseBody(body: Buffer | undefined, contentType: string | 
     case 'multipart/form-data':
       return parseMultipart(body, contentType!);
     default:
-      if (essence.endsWith('+json')) return parseJson(body);
       throw new UnsupportedMediaType(essence || '(none)', SUPPORTED_MEDIA_TYPES);
   }
 }

@@ -84,7 +84,9 @@ export function createPipeline({ authenticators, throttle }: PipelineOptions) {
     const view = request.routeOptions.config.view ?? null;
     const state: ApiState = { view, mediaType: JSON_TYPE, identity: null, throttle: null };
     request.api = state;
-    reply.header('vary', 'Accept');
+    // Added to, not replacing, what CORS put there (Vary: Origin).
+    const vary = reply.getHeader('vary');
+    reply.header('vary', vary ? `${String(vary)}, Accept` : 'Accept');
     try {
       // Paths that match no view are counted against the client's IP and answered by the
       // not-found handler; they are not authenticated.

@@ -5,12 +5,11 @@ import type { RefreshTokens } from '../auth/refresh-tokens.js';
 import { SESSION_COOKIE, readCookie, type SessionStore } from '../auth/sessions.js';
 import type { AccessTokens } from '../auth/tokens.js';
 import type { User } from '../auth/user.js';
-import { USERNAME_PATTERN, UsernameTaken, type UserStore } from '../auth/users.js';
+import { UsernameTaken, passwordProblems, usernameProblems, type UserStore } from '../auth/users.js';
 import { AuthenticationFailed, ValidationError, type FieldErrors } from '../http/errors.js';
 import type { RequestData } from '../http/parsers.js';
 import { JSON_TYPE } from '../http/renderers.js';
 import type { Action, ApiResponse, View } from '../http/view.js';
-import { codePointLength } from './fields.js';
 import type { ViewSet } from './viewset.js';
 
 /**
@@ -137,18 +136,13 @@ function validateSignup(data: RequestData): { username: string; password: string
   else {
     // API.md §6: strings are trimmed, and the trimmed value is stored.
     username = rawUsername.trim();
-    if (codePointLength(username) > 150) errors.username = ['Ensure this field has no more than 150 characters.'];
-    else if (!USERNAME_PATTERN.test(username)) {
-      errors.username = ['Enter a valid username. This value may contain only letters, numbers, and @/./+/-/_ characters.'];
-    }
+    const problems = usernameProblems(username);
+    if (problems.length) errors.username = problems;
   }
   if (password === undefined || password === null || password === '') errors.password = ['This field is required.'];
   else if (typeof password !== 'string') errors.password = ['Not a valid string.'];
   else {
-    const problems: string[] = [];
-    if (codePointLength(password) < 8) problems.push('This password is too short. It must contain at least 8 characters.');
-    if (/^\d+$/.test(password)) problems.push('This password is entirely numeric.');
-    if (username !== '' && password.toLowerCase() === username.toLowerCase()) problems.push('The password is too similar to the username.');
+    const problems = passwordProblems(password, username);
     if (problems.length) errors.password = problems;
   }
   if (Object.keys(errors).length) throw new ValidationError(errors);

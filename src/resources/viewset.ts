@@ -145,10 +145,8 @@ export function buildViewSet(resource: ResourceDeclaration, options: ViewSetOpti
       if (!rows[0]) throw new NotFound();
       return rows[0];
     }
-    let query = executor.selectFrom(resource.table).selectAll().where('id', '=', id);
-    // Serialises concurrent updates of one record on PostgreSQL; SQLite has one writer anyway.
-    if (lock && storage.dialect === 'postgres') query = query.forUpdate();
-    const row = (await query.executeTakeFirst()) as Row | undefined;
+    const query = executor.selectFrom(resource.table).selectAll().where('id', '=', id);
+    const row = (await (lock ? storage.lockForUpdate(query) : query).executeTakeFirst()) as Row | undefined;
     if (!row) throw new NotFound();
     return row;
   }

@@ -153,7 +153,8 @@ export function deliveryLogViews(options: WebhookViewOptions): View[] {
       name: 'Delivery Instance',
       description: 'One delivery with its request and response.',
       path: '/api/v1/webhooks/:id/deliveries/:delivery_id/',
-      mediaTypes: [JSON_TYPE, 'text/html'],
+      mediaTypes: RECORD_MEDIA_TYPES,
+      columns: [...DELIVERY_COLUMNS, 'request', 'response'],
       actions: { GET: detail },
     },
     {

@@ -7,13 +7,13 @@ import {
   claimDueDeliveries,
   listenForDeliveries,
   nextDueAt,
-  releaseAllLeases,
+  recoverLeasesAtStart,
   releaseLeases,
 } from '../db/delivery-queue.js';
 import type { DeliveryRow } from '../db/schema.js';
 import { createGuardedAgent } from './address-guard.js';
 import { createDeliveryMetrics, type DeliveryMetrics } from './delivery-metrics.js';
-import { recordAttempts, type AttemptRecord } from './record-attempt.js';
+import { disableWebhook, recordAttempts, type AttemptRecord } from './record-attempt.js';
 import { createSecretBox, type SecretBox } from './secrets.js';
 import { sendAttempt } from './send-attempt.js';
 import { signDelivery } from './signing.js';
@@ -95,10 +95,8 @@ export class Dispatcher {
   async start(): Promise<void> {
     if (this.running) return;
     const { storage, log } = this.options;
-    if (storage.dialect === 'sqlite') {
-      const released = await releaseAllLeases(storage.db);
-      if (released > 0) log.info({ released }, 'took back deliveries leased by a stopped process');
-    }
+    const released = await recoverLeasesAtStart(storage);
+    if (released > 0) log.info({ released }, 'took back deliveries leased by a stopped process');
     this.running = true;
     this.stopListening = listenForDeliveries(
       storage,
@@ -232,14 +230,32 @@ export class Dispatcher {
       .execute();
     const now = Date.now();
     for (const hook of hooks) {
-      const secrets = [this.options.secrets.open(hook.secret_sealed)];
-      // During a rotation's 24 h overlap both secrets sign (API.md §4).
-      if (hook.previous_secret_sealed && (hook.previous_secret_expires_at ?? 0) > now) {
-        secrets.push(this.options.secrets.open(hook.previous_secret_sealed));
+      try {
+        const secrets = [this.options.secrets.open(hook.secret_sealed)];
+        // During a rotation's 24 h overlap both secrets sign (API.md §4).
+        const previous = hook.previous_secret_sealed && (hook.previous_secret_expires_at ?? 0) > now ? this.openOrNull(hook.previous_secret_sealed) : null;
+        if (previous !== null) secrets.push(previous);
+        targets.set(hook.id, { url: hook.target_url, secrets });
+      } catch {
+        // Sealed under another SECRET_KEY: nothing can be signed, so the webhook stops with a
+        // reason its owner can read, and the rest of the batch goes on.
+        await disableWebhook(
+          this.options.storage.db,
+          hook.id,
+          'Its secret cannot be decrypted: SECRET_KEY changed since it was stored. Set a new secret to resume.',
+        );
+        this.options.log.error({ webhookId: hook.id }, 'webhook secret cannot be decrypted with this SECRET_KEY; webhook disabled');
       }
-      targets.set(hook.id, { url: hook.target_url, secrets });
     }
     return targets;
+  }
+
+  private openOrNull(sealed: string): string | null {
+    try {
+      return this.options.secrets.open(sealed);
+    } catch {
+      return null;
+    }
   }
 
   private async attempt(delivery: DeliveryRow, target: WebhookTarget): Promise<void> {

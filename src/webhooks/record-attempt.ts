@@ -1,5 +1,6 @@
+import type { Kysely } from 'kysely';
 import type { Storage } from '../db/database.js';
-import type { DeliveryRow } from '../db/schema.js';
+import type { Database, DeliveryRow } from '../db/schema.js';
 import { retryDelaySeconds } from './retry-schedule.js';
 import type { AttemptOutcome } from './send-attempt.js';
 
@@ -34,6 +35,11 @@ export function nextState(
   });
   if (delay === null) return { status: 'failed', nextAttemptAt: delivery.next_attempt_at };
   return { status: 'retrying', nextAttemptAt: now + Math.round(delay * 1000) };
+}
+
+/** Stops a webhook's deliveries, saying why (`disabled_reason`, API.md §4). */
+export async function disableWebhook(db: Kysely<Database>, webhookId: number, reason: string): Promise<void> {
+  await db.updateTable('webhooks').set({ active: 0, disabled_reason: reason, updated_at: Date.now() }).where('id', '=', webhookId).execute();
 }
 
 function responseMessage(outcome: AttemptOutcome): string {

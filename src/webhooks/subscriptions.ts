@@ -1,7 +1,8 @@
 import { isAuthenticated } from '../auth/permissions.js';
 import type { User } from '../auth/user.js';
 import type { Storage } from '../db/database.js';
-import type { WebhookRow } from '../db/schema.js';
+import type { Kysely } from 'kysely';
+import type { Database, WebhookRow } from '../db/schema.js';
 import { assertIfMatch, entityTag } from '../http/conditional.js';
 import { NotFound, ValidationError, type FieldErrors } from '../http/errors.js';
 import { linkHeader, parsePageRequest, type CursorCodec } from '../http/pagination.js';
@@ -53,9 +54,15 @@ export function representWebhook(row: WebhookRow): Record<string, unknown> {
   };
 }
 
-/** Loads the caller's webhook or answers 404. */
-export async function loadOwnWebhook(storage: Storage, id: number, user: User): Promise<WebhookRow> {
-  const row = await storage.db.selectFrom('webhooks').selectAll().where('id', '=', id).where('owner_id', '=', user.id).executeTakeFirst();
+/** Loads the caller's webhook or answers 404; `lock` holds its row for an update. */
+export async function loadOwnWebhook(
+  storage: Storage,
+  id: number,
+  user: User,
+  { executor = storage.db, lock = false }: { executor?: Kysely<Database>; lock?: boolean } = {},
+): Promise<WebhookRow> {
+  const query = executor.selectFrom('webhooks').selectAll().where('id', '=', id).where('owner_id', '=', user.id);
+  const row = await (lock ? storage.lockForUpdate(query) : query).executeTakeFirst();
   if (!row) throw new NotFound();
   return row;
 }
@@ -152,8 +159,8 @@ export function webhookViews(options: WebhookViewOptions): View[] {
       const secret = input.secret ?? generateSecret();
       const now = Date.now();
       const row = await db.transaction().execute(async (trx) => {
-        // Serialise one user's creations on PostgreSQL so the cap holds under concurrency.
-        if (storage.dialect === 'postgres') await trx.selectFrom('users').select('id').where('id', '=', user.id).forUpdate().execute();
+        // One user's creations take turns, so the cap holds under concurrency.
+        await storage.lockForUpdate(trx.selectFrom('users').select('id').where('id', '=', user.id)).execute();
         const { n } = await trx
           .selectFrom('webhooks')
           .select((eb) => eb.fn.countAll<number>().as('n'))
@@ -182,14 +189,14 @@ export function webhookViews(options: WebhookViewOptions): View[] {
           })
           .returningAll()
           .executeTakeFirstOrThrow();
-        // A new webhook is greeted with a ping (API.md §4).
-        await enqueuePing(trx, inserted, user);
+        // A new webhook is greeted with a ping (API.md §4); one created inactive is not, yet.
+        if (inserted.active === 1) await enqueuePing(trx, inserted, user);
         return inserted;
       });
       wake();
       // The secret is shown once, here, and never again (API.md §4).
       const body = { ...representWebhook(row), secret };
-      return { status: 201, body, headers: { location: `/api/v1/webhooks/${row.id}/` } };
+      return { status: 201, body, headers: { location: `/api/v1/webhooks/${row.id}/`, 'cache-control': 'no-store' } };
     },
   };
 
@@ -205,27 +212,34 @@ export function webhookViews(options: WebhookViewOptions): View[] {
       permission: isAuthenticated,
       async handle(request: ApiRequest) {
         const user = request.user!;
-        const current = await loadOwnWebhook(storage, parseId(request.params.id), user);
-        assertIfMatch(request.raw.headers['if-match'], entityTag(renderJson(representWebhook(current)), JSON_TYPE));
+        const id = parseId(request.params.id);
+        await loadOwnWebhook(storage, id, user); // 404 before judging the body
+        // Validated outside the transaction: checking target_url resolves DNS.
         const input = await validateWebhook(await request.data(), { partial, allowPrivate, eventNames });
-        const now = Date.now();
-        const changes = {
-          ...(input.target_url !== undefined ? { target_url: input.target_url } : {}),
-          ...(input.events !== undefined ? { events: JSON.stringify(input.events) } : {}),
-          // Re-enabling clears why it was disabled (API.md §6 "Webhook records").
-          ...(input.active !== undefined
-            ? { active: input.active ? 1 : 0, ...(input.active ? { disabled_reason: null, failing_since: null } : {}) }
-            : {}),
-          ...(input.secret !== undefined
-            ? {
-                secret_sealed: secrets.seal(input.secret),
-                previous_secret_sealed: current.secret_sealed,
-                previous_secret_expires_at: now + SECRET_OVERLAP_MS,
-              }
-            : {}),
-          updated_at: now,
-        };
-        const row = await db.updateTable('webhooks').set(changes).where('id', '=', current.id).returningAll().executeTakeFirstOrThrow();
+        // Read and write in one transaction, the row locked: two rotations at once must not lose a secret.
+        const row = await db.transaction().execute(async (trx) => {
+          const current = await loadOwnWebhook(storage, id, user, { executor: trx, lock: true });
+          assertIfMatch(request.raw.headers['if-match'], entityTag(renderJson(representWebhook(current)), JSON_TYPE));
+          const now = Date.now();
+          const changes = {
+            ...(input.target_url !== undefined ? { target_url: input.target_url } : {}),
+            ...(input.events !== undefined ? { events: JSON.stringify(input.events) } : {}),
+            // Re-enabling clears why it was disabled (API.md §6 "Webhook records").
+            ...(input.active !== undefined
+              ? { active: input.active ? 1 : 0, ...(input.active ? { disabled_reason: null, failing_since: null } : {}) }
+              : {}),
+            // Only the latest rotation overlaps: the secret before the previous one stops at once.
+            ...(input.secret !== undefined
+              ? {
+                  secret_sealed: secrets.seal(input.secret),
+                  previous_secret_sealed: current.secret_sealed,
+                  previous_secret_expires_at: now + SECRET_OVERLAP_MS,
+                }
+              : {}),
+            updated_at: now,
+          };
+          return trx.updateTable('webhooks').set(changes).where('id', '=', current.id).returningAll().executeTakeFirstOrThrow();
+        });
         if (input.active) wake();
         return { body: representWebhook(row) };
       },
@@ -253,14 +267,29 @@ export function webhookViews(options: WebhookViewOptions): View[] {
     },
   };
 
+  // DRF-style OPTIONS metadata (API.md §1): the writable fields and what they accept.
+  const fields = (required: boolean) => ({
+    url: { type: 'field', required: false, read_only: true, label: 'Url' },
+    id: { type: 'integer', required: false, read_only: true, label: 'ID' },
+    target_url: { type: 'url', required, read_only: false, label: 'Target url', max_length: 2000 },
+    events: { type: 'list', required: false, read_only: false, label: 'Events', child: { type: 'choice', choices: ['*', ...eventNames] } },
+    active: { type: 'boolean', required: false, read_only: false, label: 'Active' },
+    secret: { type: 'string', required: false, read_only: false, write_only: true, label: 'Secret' },
+    created_at: { type: 'datetime', required: false, read_only: true, label: 'Created at' },
+    last_response: { type: 'nested object', required: false, read_only: true, label: 'Last response' },
+    disabled_reason: { type: 'string', required: false, read_only: true, label: 'Disabled reason' },
+  });
+
   return [
     {
       name: 'Webhook List',
       description: "The caller's webhook subscriptions.",
       path: '/api/v1/webhooks/',
       mediaTypes: RECORD_MEDIA_TYPES,
-      columns: WEBHOOK_COLUMNS,
+      // The 201 of a create is the one response with the secret; CSV shows it there too.
+      columns: [...WEBHOOK_COLUMNS, 'secret'],
       actions: { GET: list, POST: create },
+      metadata: () => ({ actions: { POST: fields(true) } }),
     },
     {
       name: 'Webhook Instance',
@@ -269,6 +298,7 @@ export function webhookViews(options: WebhookViewOptions): View[] {
       mediaTypes: RECORD_MEDIA_TYPES,
       columns: WEBHOOK_COLUMNS,
       actions: { GET: retrieve, PUT: update(false), PATCH: update(true), DELETE: destroy },
+      metadata: () => ({ actions: { PUT: fields(true) } }),
     },
     {
       name: 'Webhook Pings',

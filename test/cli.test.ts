@@ -1,0 +1,86 @@
+import { spawn } from 'node:child_process';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { basic, createTestDatabase, startServer, type RunningServer, type TestDatabase } from './support/server.js';
+
+const BIN = new URL('../bin/restwire.js', import.meta.url).pathname;
+
+/** Runs the CLI as an operator would; resolves with its exit code and output. */
+function cli(database: TestDatabase, args: string[], stdin = ''): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [BIN, ...args], { env: { PATH: process.env.PATH ?? '', ...database.env }, stdio: ['pipe', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
+    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+    child.stdin.end(stdin);
+    child.once('exit', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+describe('the restwire CLI', () => {
+  let database: TestDatabase;
+  let server: RunningServer;
+  const me = (authorization: string) => fetch(`${server.url}/api/v1/users/me/`, { headers: { authorization } });
+  beforeAll(async () => {
+    database = await createTestDatabase('sqlite');
+    server = await startServer(database);
+  });
+  afterAll(async () => {
+    await server?.stop();
+    await database?.drop();
+  });
+
+  it('createuser reads the password from stdin, stripping one trailing newline', async () => {
+    const created = await cli(database, ['createuser', 'carol', '--password-stdin'], 'carol-password-1\n');
+    expect(created.code).toBe(0);
+    expect(created.stdout).toMatch(/created user "carol"/);
+    expect((await me(basic('carol', 'carol-password-1'))).status).toBe(200);
+    const kept = await cli(database, ['createuser', 'dave', '--password-stdin'], 'dave-password-1 \n\n');
+    expect(kept.code).toBe(0);
+    expect((await me(basic('dave', 'dave-password-1 \n'))).status).toBe(200);
+  });
+
+  it('createuser exits 1 with a message for an existing or invalid name, or a weak password', async () => {
+    for (const [name, password, message] of [
+      ['carol', 'another-password-1', /already exists/],
+      ['a b:c', 'good-password-1', /valid username/],
+      ['erin', '1234', /too short/],
+    ] as const) {
+      const result = await cli(database, ['createuser', name, '--password-stdin'], `${password}\n`);
+      expect(result.code, name).toBe(1);
+      expect(result.stderr).toMatch(message);
+    }
+  });
+
+  it('setpassword changes a password: the old one stops working', async () => {
+    await cli(database, ['createuser', 'frank', '--password-stdin'], 'frank-password-1\n');
+    expect((await me(basic('frank', 'frank-password-1'))).status).toBe(200);
+    const changed = await cli(database, ['setpassword', 'frank', '--password-stdin'], 'frank-password-2\n');
+    expect(changed.code).toBe(0);
+    expect((await me(basic('frank', 'frank-password-2'))).status).toBe(200);
+    // Another process cached the old credentials for up to a minute (README, "Authentication");
+    // a fresh server has no cache and refuses them.
+    const fresh = await startServer(database);
+    try {
+      const old = await fetch(`${fresh.url}/api/v1/users/me/`, { headers: { authorization: basic('frank', 'frank-password-1') } });
+      expect(old.status).toBe(401);
+    } finally {
+      await fresh.stop();
+    }
+    expect((await cli(database, ['setpassword', 'nobody', '--password-stdin'], 'whatever-password-1\n')).code).toBe(1);
+  });
+
+  it('token NAME prints the access token alone', async () => {
+    const result = await cli(database, ['token', 'carol']);
+    expect(result.code).toBe(0);
+    expect(result.stdout).toMatch(/^[\w-]+\.[\w-]+\.[\w-]+\n$/);
+    expect((await me(`Bearer ${result.stdout.trim()}`)).status).toBe(200);
+    expect((await cli(database, ['token', 'nobody'])).code).toBe(1);
+  });
+
+  it('refuses a bad configuration value, naming the variable', async () => {
+    const result = await cli({ ...database, env: { ...database.env, RATE_LIMIT_ANON: 'lots' } }, ['migrate']);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toMatch(/RATE_LIMIT_ANON/);
+  });
+});
