@@ -1,5 +1,6 @@
 import * as crypto from 'node:crypto';
 import { PreconditionFailed } from './errors.js';
+import { JSON_TYPE, renderJson } from './renderers.js';
 
 /**
  * Conditional requests (RFC 9110 §13; API.md §1): a strong ETag on every GET, 304 for a
@@ -38,4 +39,10 @@ export function assertIfMatch(header: string | undefined, currentTag: string): v
   const tags = listTags(header);
   if (tags.includes('*') || tags.includes(currentTag)) return;
   throw new PreconditionFailed();
+}
+
+/** If-Match against a record's current representation, as a client fetched it (its JSON ETag). */
+export function assertRecordMatches(ifMatch: string | string[] | undefined, record: unknown): void {
+  if (ifMatch === undefined) return;
+  assertIfMatch(Array.isArray(ifMatch) ? ifMatch.join(', ') : ifMatch, entityTag(renderJson(record), JSON_TYPE));
 }

@@ -1,5 +1,6 @@
 import type { SelectQueryBuilder } from 'kysely';
-import { withQuery, type CursorCodec, type PageRequest, type SortValue } from '../http/pagination.js';
+import { linkHeader, withQuery, type CursorCodec, type PageRequest, type SortValue } from '../http/pagination.js';
+import type { ApiResponse } from '../http/view.js';
 
 /** A page of rows and the paths of its neighbours. */
 export interface KeysetPage<Row> {
@@ -58,4 +59,10 @@ export async function fetchKeysetPage<Row extends { id: number }>(
     next: hasNext && last ? withQuery(link.path, link.query, { cursor: cursorAt(last, false) }) : null,
     previous: hasPrevious && first ? withQuery(link.path, link.query, { cursor: cursorAt(first, true) }) : null,
   };
+}
+
+/** The list envelope every collection answers with (API.md §2, §6): body and `Link` header. */
+export function pageResponse<Row>(page: KeysetPage<Row>, results: readonly unknown[]): ApiResponse {
+  const link = linkHeader(page.next, page.previous);
+  return { body: { next: page.next, previous: page.previous, results }, ...(link ? { headers: { link } } : {}) };
 }

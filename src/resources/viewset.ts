@@ -1,13 +1,13 @@
 import { sql, type Expression, type ExpressionBuilder, type Kysely, type SqlBool } from 'kysely';
 import { permissionDenied } from '../http/pipeline.js';
 import type { Storage } from '../db/database.js';
-import { assertIfMatch, entityTag } from '../http/conditional.js';
+import { assertRecordMatches } from '../http/conditional.js';
 import { InvalidQuery, NotFound, ValidationError } from '../http/errors.js';
-import { CursorCodec, linkHeader, parsePageRequest, type PageRequest } from '../http/pagination.js';
-import { CSV_TYPE, HTML_TYPE, JSON_TYPE, renderJson } from '../http/renderers.js';
+import { CursorCodec, parsePageRequest, type PageRequest } from '../http/pagination.js';
+import { CSV_TYPE, HTML_TYPE, JSON_TYPE } from '../http/renderers.js';
 import type { Action, ApiRequest, View } from '../http/view.js';
 import { validateInput } from './fields.js';
-import { fetchKeysetPage } from './keyset.js';
+import { fetchKeysetPage, pageResponse } from './keyset.js';
 import {
   recordPath,
   representationFields,
@@ -181,12 +181,8 @@ export function buildViewSet(resource: ResourceDeclaration, options: ViewSetOpti
     permission: resource.permission,
     async handle(request) {
       const page = parsePageRequest(request.query, resource.orderings, resource.defaultOrdering, cursors);
-      const { rows, next, previous } = await listPage(request, page);
-      const link = linkHeader(next, previous);
-      return {
-        body: { next, previous, results: await represent(rows) },
-        ...(link ? { headers: { link } } : {}),
-      };
+      const found = await listPage(request, page);
+      return pageResponse(found, await represent(found.rows));
     },
   };
 
@@ -235,7 +231,7 @@ export function buildViewSet(resource: ResourceDeclaration, options: ViewSetOpti
           const row = await loadRow(trx, id, true);
           checkObjectPermission(request, row);
           const before = await representOne(row, trx);
-          assertIfMatch(request.raw.headers['if-match'], entityTag(renderJson(before), JSON_TYPE));
+          assertRecordMatches(request.raw.headers['if-match'], before);
           const { values, errors } = validateInput(resource.fields, data, { partial });
           if (Object.keys(errors).length) throw new ValidationError(errors);
           const changes: Record<string, { from: unknown }> = {};
@@ -265,7 +261,7 @@ export function buildViewSet(resource: ResourceDeclaration, options: ViewSetOpti
         const row = await loadRow(trx, id, true);
         checkObjectPermission(request, row);
         const before = await representOne(row, trx);
-        assertIfMatch(request.raw.headers['if-match'], entityTag(renderJson(before), JSON_TYPE));
+        assertRecordMatches(request.raw.headers['if-match'], before);
         await trx.deleteFrom(resource.table).where('id', '=', id).execute();
         await notify(trx, { action: 'deleted', record: before, actor: user });
       });

@@ -2,10 +2,10 @@ import { sql } from 'kysely';
 import { isAuthenticated } from '../auth/permissions.js';
 import type { DeliveryRow } from '../db/schema.js';
 import { InvalidQuery, NotFound } from '../http/errors.js';
-import { linkHeader, parsePageRequest } from '../http/pagination.js';
+import { parsePageRequest } from '../http/pagination.js';
 import { JSON_TYPE } from '../http/renderers.js';
 import type { ApiRequest, View } from '../http/view.js';
-import { fetchKeysetPage } from '../resources/keyset.js';
+import { fetchKeysetPage, pageResponse } from '../resources/keyset.js';
 import { RECORD_MEDIA_TYPES, parseId } from '../resources/viewset.js';
 import { enqueueDeliveries } from './outbox.js';
 import { loadOwnWebhook, type WebhookViewOptions } from './subscriptions.js';
@@ -77,9 +77,8 @@ export function deliveryLogViews(options: WebhookViewOptions): View[] {
         base = base.where('status', '=', status);
       }
       const path = `/api/v1/webhooks/${hook.id}/deliveries/`;
-      const { rows, next, previous } = await fetchKeysetPage<DeliveryRow>(base, page, { path, query: request.query, cursors });
-      const link = linkHeader(next, previous);
-      return { body: { next, previous, results: rows.map(representDelivery) }, ...(link ? { headers: { link } } : {}) };
+      const found = await fetchKeysetPage<DeliveryRow>(base, page, { path, query: request.query, cursors });
+      return pageResponse(found, found.rows.map(representDelivery));
     },
   };
 

@@ -3,12 +3,12 @@ import type { User } from '../auth/user.js';
 import type { Storage } from '../db/database.js';
 import type { Kysely } from 'kysely';
 import type { Database, WebhookRow } from '../db/schema.js';
-import { assertIfMatch, entityTag } from '../http/conditional.js';
+import { assertRecordMatches } from '../http/conditional.js';
 import { NotFound, ValidationError, type FieldErrors } from '../http/errors.js';
-import { linkHeader, parsePageRequest, type CursorCodec } from '../http/pagination.js';
-import { JSON_TYPE, renderJson } from '../http/renderers.js';
+import { parsePageRequest, type CursorCodec } from '../http/pagination.js';
+import { JSON_TYPE } from '../http/renderers.js';
 import type { ApiRequest, View } from '../http/view.js';
-import { fetchKeysetPage } from '../resources/keyset.js';
+import { fetchKeysetPage, pageResponse } from '../resources/keyset.js';
 import { RECORD_MEDIA_TYPES, parseId } from '../resources/viewset.js';
 import { TargetRefusedError, checkTargetUrl } from './address-guard.js';
 import { pingPayload } from './events.js';
@@ -145,9 +145,8 @@ export function webhookViews(options: WebhookViewOptions): View[] {
     async handle(request: ApiRequest) {
       const page = parsePageRequest(request.query, { id: 'id' }, '-id', cursors);
       const base = db.selectFrom('webhooks').selectAll().where('owner_id', '=', request.user!.id);
-      const { rows, next, previous } = await fetchKeysetPage<WebhookRow>(base, page, { path: '/api/v1/webhooks/', query: request.query, cursors });
-      const link = linkHeader(next, previous);
-      return { body: { next, previous, results: rows.map(representWebhook) }, ...(link ? { headers: { link } } : {}) };
+      const found = await fetchKeysetPage<WebhookRow>(base, page, { path: '/api/v1/webhooks/', query: request.query, cursors });
+      return pageResponse(found, found.rows.map(representWebhook));
     },
   };
 
@@ -219,7 +218,7 @@ export function webhookViews(options: WebhookViewOptions): View[] {
         // Read and write in one transaction, the row locked: two rotations at once must not lose a secret.
         const row = await db.transaction().execute(async (trx) => {
           const current = await loadOwnWebhook(storage, id, user, { executor: trx, lock: true });
-          assertIfMatch(request.raw.headers['if-match'], entityTag(renderJson(representWebhook(current)), JSON_TYPE));
+          assertRecordMatches(request.raw.headers['if-match'], representWebhook(current));
           const now = Date.now();
           const changes = {
             ...(input.target_url !== undefined ? { target_url: input.target_url } : {}),
@@ -250,7 +249,7 @@ export function webhookViews(options: WebhookViewOptions): View[] {
     permission: isAuthenticated,
     async handle(request: ApiRequest) {
       const current = await loadOwnWebhook(storage, parseId(request.params.id), request.user!);
-      assertIfMatch(request.raw.headers['if-match'], entityTag(renderJson(representWebhook(current)), JSON_TYPE));
+      assertRecordMatches(request.raw.headers['if-match'], representWebhook(current));
       await db.deleteFrom('webhooks').where('id', '=', current.id).execute();
       return { status: 204 };
     },
