@@ -1,4 +1,4 @@
-import type { Kysely } from 'kysely';
+import { sql, type Kysely } from 'kysely';
 import type { Storage } from '../db/database.js';
 import type { Database, DeliveryRow } from '../db/schema.js';
 import { retryDelaySeconds } from './retry-schedule.js';
@@ -46,42 +46,64 @@ function responseMessage(outcome: AttemptOutcome): string {
   return outcome.ok ? 'OK' : (outcome.error ?? 'failed');
 }
 
+/** Rows per UPDATE: 10 parameters each stays well under SQLite's and PostgreSQL's limits. */
+const ROWS_PER_STATEMENT = 200;
+
+/**
+ * One UPDATE … FROM for many deliveries: a statement per delivery cost a round trip each on
+ * PostgreSQL (issue #6). The rows are a UNION ALL of SELECTs, which both dialects accept (SQLite
+ * has no column list on VALUES); the casts give PostgreSQL the types of the parameters.
+ */
+async function updateDeliveries(trx: Kysely<Database>, records: readonly AttemptRecord[], schedule: readonly number[]): Promise<void> {
+  const rows = records.map(({ delivery, outcome, finishedAt }) => {
+    const state = nextState(delivery, outcome, schedule, finishedAt);
+    return sql`select cast(${delivery.id} as bigint) as id, cast(${state.status} as varchar(16)) as status,
+      cast(${delivery.attempts + 1} as integer) as attempts, cast(${state.nextAttemptAt} as bigint) as next_attempt_at,
+      cast(${outcome.statusCode} as integer) as status_code, cast(${Math.round(outcome.durationMs)} as integer) as duration_ms,
+      cast(${outcome.ok ? finishedAt : null} as bigint) as delivered_at, cast(${JSON.stringify(outcome.requestHeaders)} as text) as request_headers,
+      cast(${JSON.stringify(outcome.responseHeaders)} as text) as response_headers, cast(${outcome.responseBody} as text) as response_body`;
+  });
+  await sql`
+    update deliveries set status = v.status, attempts = v.attempts, next_attempt_at = v.next_attempt_at,
+      lease_until = null, status_code = v.status_code, duration_ms = v.duration_ms, delivered_at = v.delivered_at,
+      request_headers = v.request_headers, response_headers = v.response_headers, response_body = v.response_body
+    from (${sql.join(rows, sql` union all `)}) as v
+    where deliveries.id = v.id`.execute(trx);
+}
+
 /** Writes a batch of attempt outcomes and the webhooks' resulting state in one transaction. */
 export async function recordAttempts(storage: Storage, records: readonly AttemptRecord[], schedule: readonly number[]): Promise<void> {
   if (records.length === 0) return;
   await storage.db.transaction().execute(async (trx) => {
-    for (const { delivery, outcome, finishedAt } of records) {
-      const state = nextState(delivery, outcome, schedule, finishedAt);
-      await trx
-        .updateTable('deliveries')
-        .set({
-          status: state.status,
-          attempts: delivery.attempts + 1,
-          next_attempt_at: state.nextAttemptAt,
-          lease_until: null,
-          status_code: outcome.statusCode,
-          duration_ms: Math.round(outcome.durationMs),
-          delivered_at: outcome.ok ? finishedAt : null,
-          request_headers: JSON.stringify(outcome.requestHeaders),
-          response_headers: JSON.stringify(outcome.responseHeaders),
-          response_body: outcome.responseBody,
-        })
-        .where('id', '=', delivery.id)
-        .execute();
+    for (let start = 0; start < records.length; start += ROWS_PER_STATEMENT) {
+      await updateDeliveries(trx, records.slice(start, start + ROWS_PER_STATEMENT), schedule);
     }
 
-    // The webhook's state follows its latest attempt in the batch.
+    // The webhook's state follows its latest attempt in the batch. Webhooks are updated in id
+    // order, so that workers recording at once lock them in the same order (no deadlock), and a
+    // success that changes nothing writes nothing (no row lock for other workers to wait on).
     const latest = new Map<number, AttemptRecord>();
     for (const record of records) latest.set(record.delivery.webhook_id, record);
-    for (const [webhookId, { outcome, finishedAt }] of latest) {
+    for (const [webhookId, { outcome, finishedAt }] of [...latest].sort(([a], [b]) => a - b)) {
       const lastResponse = {
         last_response_code: outcome.statusCode,
         last_response_status: outcome.ok ? 'ok' : 'failed',
         last_response_message: responseMessage(outcome),
-        updated_at: finishedAt,
       };
       if (outcome.ok) {
-        await trx.updateTable('webhooks').set({ ...lastResponse, failing_since: null }).where('id', '=', webhookId).execute();
+        await trx
+          .updateTable('webhooks')
+          .set({ ...lastResponse, failing_since: null })
+          .where('id', '=', webhookId)
+          .where((eb) =>
+            eb.or([
+              eb('last_response_status', '!=', 'ok'),
+              eb('last_response_code', 'is', null),
+              eb('last_response_code', '!=', outcome.statusCode),
+              eb('failing_since', 'is not', null),
+            ]),
+          )
+          .execute();
       } else if (outcome.statusCode === 410) {
         await trx
           .updateTable('webhooks')
