@@ -28,9 +28,17 @@ export const LOGIN_LIMITS: LoginThrottleLimits = {
 /** Usernames come from the client and may be long; the key is a fixed-length digest of one. */
 const usernameKey = (username: string): string => createHash('sha256').update(username).digest('base64url').slice(0, 22);
 
+/**
+ * How long a username or address found under its limit is not looked up again. With Redis every
+ * check was two round trips on every Basic request (issue #6); a failure through this process
+ * forgets the memo at once, so only another process's failures are seen up to this much later.
+ */
+const CLEAR_FOR_MS = 1000;
+
 export class LoginThrottle {
   private readonly byUsername: RateLimiterAbstract;
   private readonly byIp: RateLimiterAbstract;
+  private readonly clearUntil = new Map<string, number>();
 
   constructor(
     factory: LimiterFactory = memoryLimiter,
@@ -43,17 +51,26 @@ export class LoginThrottle {
 
   /** Throws Throttled while the username or the IP is over its limit. */
   async check(username: string, ip: string): Promise<void> {
-    const [user, address] = await Promise.all([this.byUsername.get(usernameKey(username)), this.byIp.get(ip)]);
+    const userKey = usernameKey(username);
+    const now = Date.now();
+    if ((this.clearUntil.get(`u:${userKey}`) ?? 0) > now && (this.clearUntil.get(`i:${ip}`) ?? 0) > now) return;
+    const [user, address] = await Promise.all([this.byUsername.get(userKey), this.byIp.get(ip)]);
     const blocked = [
       user && user.consumedPoints > this.limits.perUsername.limit ? user : null,
       address && address.consumedPoints > this.limits.perIp.limit ? address : null,
     ];
     throwIfBlocked(blocked);
+    if (this.clearUntil.size >= 10_000) this.clearUntil.clear();
+    this.clearUntil.set(`u:${userKey}`, now + CLEAR_FOR_MS);
+    this.clearUntil.set(`i:${ip}`, now + CLEAR_FOR_MS);
   }
 
   /** Counts a failure; throws Throttled when it is the one that crosses a limit. */
   async recordFailure(username: string, ip: string): Promise<void> {
-    const outcomes = await Promise.allSettled([this.byUsername.consume(usernameKey(username)), this.byIp.consume(ip)]);
+    const userKey = usernameKey(username);
+    this.clearUntil.delete(`u:${userKey}`);
+    this.clearUntil.delete(`i:${ip}`);
+    const outcomes = await Promise.allSettled([this.byUsername.consume(userKey), this.byIp.consume(ip)]);
     const blocked: Array<RateLimiterRes | null> = [];
     for (const outcome of outcomes) {
       if (outcome.status === 'fulfilled') continue;
