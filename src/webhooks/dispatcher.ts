@@ -30,7 +30,7 @@ export interface DispatcherOptions {
   readonly allowPrivate: boolean;
   readonly log: FastifyBaseLogger;
   readonly metrics?: DeliveryMetrics;
-  /** Attempts in flight at once in this process. */
+  /** Deliveries this process holds at once: in flight, or claimed and waiting for a slot. */
   readonly maxInFlight?: number;
   /** Attempts in flight at once to one webhook, so a slow receiver cannot hold up the others. */
   readonly perWebhook?: number;
