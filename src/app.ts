@@ -52,6 +52,9 @@ export interface AppOptions {
   readonly onDeliveriesQueued?: () => void;
 }
 
+/** The declared resources: their routes, webhook events and OpenAPI schemas all come from here. */
+const RESOURCES = [experiences, users];
+
 /** Which headers carry secrets: never logged (API.md §3 fine print; issue #3). */
 const REDACTED = ['req.headers.authorization', 'req.headers.cookie', 'req.headers["x-csrftoken"]'];
 
@@ -133,12 +136,12 @@ export async function buildApp(config: Config, storage: Storage, options: AppOpt
     secrets: secretBox,
     cursors,
     allowPrivate: config.webhookAllowPrivate,
-    eventNames: [experiences, users].flatMap((resource) => (resource.event ? [resource.event] : [])),
+    eventNames: RESOURCES.flatMap((resource) => (resource.event ? [resource.event] : [])),
     wake,
   };
   views.push(...webhookViews(webhookOptions), ...deliveryLogViews(webhookOptions));
   // API.md §5: generated on first request from the declarations and every view registered here.
-  views.push(...docsViews(() => buildOpenApi({ resources: [experiences, users], views, version: VERSION })));
+  views.push(...docsViews(() => buildOpenApi({ resources: RESOURCES, views, version: VERSION })));
   for (const view of views) {
     server.route({ method: [...METHODS], url: view.path, config: { view }, handler: pipeline.dispatch });
   }

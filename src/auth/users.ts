@@ -41,20 +41,19 @@ export class UserStore {
 
   constructor(private readonly db: Kysely<Database>) {}
 
-  async findById(id: number): Promise<User | null> {
-    const row = await this.db
-      .selectFrom('users')
-      .select(['id', 'username', 'password_changed_at'])
-      .where('id', '=', id)
-      .executeTakeFirst();
-    return row ? toUser(row) : null;
+  findById(id: number): Promise<User | null> {
+    return this.findBy('id', id);
   }
 
-  async findByUsername(username: string): Promise<User | null> {
+  findByUsername(username: string): Promise<User | null> {
+    return this.findBy('username', username);
+  }
+
+  private async findBy(column: 'id' | 'username', value: number | string): Promise<User | null> {
     const row = await this.db
       .selectFrom('users')
       .select(['id', 'username', 'password_changed_at'])
-      .where('username', '=', username)
+      .where(column, '=', value)
       .executeTakeFirst();
     return row ? toUser(row) : null;
   }

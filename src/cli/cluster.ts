@@ -9,6 +9,7 @@ import type { LimiterFactory } from '../throttling/request-throttle.js';
 import { createDispatcher, type Dispatcher } from '../webhooks/dispatcher.js';
 import { ensureFirstUser } from './first-user.js';
 import { serve } from './serve.js';
+import { onShutdownSignal } from './shutdown.js';
 
 /**
  * `restwire serve --workers N` (node:cluster): N processes share the port so the API uses every
@@ -42,28 +43,7 @@ async function runPrimary(config: Config, workers: number): Promise<void> {
   });
 
   let stopping = false;
-  const fork = (): Worker => cluster.fork();
-  // A worker that dies is replaced, unless workers keep dying at once (a database that is down,
-  // a port in use): then the cluster stops rather than fork in a tight loop.
-  const recentExits: number[] = [];
-  cluster.on('exit', (worker, code, signal) => {
-    if (stopping) return;
-    const now = Date.now();
-    recentExits.push(now);
-    while (recentExits[0]! < now - 10_000) recentExits.shift();
-    if (recentExits.length > 2 * workers) {
-      log.fatal({ exits: recentExits.length }, 'workers keep exiting; stopping the cluster');
-      void stop('SIGTERM', 1);
-      return;
-    }
-    log.error({ pid: worker.process.pid, code, signal }, 'worker exited; starting another');
-    setTimeout(fork, 500);
-  });
-  for (let i = 0; i < workers; i++) fork();
-  log.info({ workers, pid: process.pid }, 'cluster primary started');
-
-  const stop = async (signal: NodeJS.Signals, exitCode = 0) => {
-    if (stopping) return;
+  const shutdown = onShutdownSignal(async (signal) => {
     stopping = true;
     log.info({ signal }, 'stopping workers');
     const exits = Object.values(cluster.workers ?? {}).map(
@@ -77,14 +57,30 @@ async function runPrimary(config: Config, workers: number): Promise<void> {
     await Promise.all(exits);
     await dispatcher?.stop();
     await storage.close();
-    process.exit(exitCode);
-  };
-  process.once('SIGTERM', () => void stop('SIGTERM'));
-  process.once('SIGINT', () => void stop('SIGINT'));
+  });
+  const fork = (): Worker => cluster.fork();
+  // A worker that dies is replaced, unless workers keep dying at once (a database that is down,
+  // a port in use): then the cluster stops rather than fork in a tight loop.
+  const recentExits: number[] = [];
+  cluster.on('exit', (worker, code, signal) => {
+    if (stopping) return;
+    const now = Date.now();
+    recentExits.push(now);
+    while (recentExits[0]! < now - 10_000) recentExits.shift();
+    if (recentExits.length > 2 * workers) {
+      log.fatal({ exits: recentExits.length }, 'workers keep exiting; stopping the cluster');
+      shutdown('SIGTERM', 1);
+      return;
+    }
+    log.error({ pid: worker.process.pid, code, signal }, 'worker exited; starting another');
+    setTimeout(fork, 500);
+  });
+  for (let i = 0; i < workers; i++) fork();
+  log.info({ workers, pid: process.pid }, 'cluster primary started');
 }
 
 async function runWorker(config: Config): Promise<void> {
-  // Without Redis, every limit is counted in the primary so that N workers allow N × nothing more.
+  // Without Redis every limit is counted in the primary, so N workers together allow the limit, not N times it.
   const limiterFactory: LimiterFactory | undefined =
     config.redisUrl === null
       ? (rate, keyPrefix) => new RateLimiterCluster({ points: rate.limit, duration: rate.windowSeconds, keyPrefix, timeoutMs: 3000 })

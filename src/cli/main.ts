@@ -11,6 +11,7 @@ import { VERSION } from '../version.js';
 import { availableParallelism } from 'node:os';
 import { serveCluster } from './cluster.js';
 import { serve } from './serve.js';
+import { onShutdownSignal } from './shutdown.js';
 import { worker } from './worker.js';
 import { startListener } from './listen.js';
 
@@ -56,9 +57,7 @@ program
   .action(async (options: { port: number; secret: string; host: string }) => {
     const listener = await startListener({ port: options.port, host: options.host, secret: options.secret });
     process.stdout.write(`restwire listen: receiving webhooks at http://${options.host}:${listener.port}/ (Ctrl-C to stop)\n`);
-    const stop = () => void listener.close().then(() => process.exit(0));
-    process.once('SIGINT', stop);
-    process.once('SIGTERM', stop);
+    onShutdownSignal(() => listener.close());
   });
 
 program

@@ -2,6 +2,7 @@ import { buildApp, type App, type AppOptions } from '../app.js';
 import type { Config } from '../config.js';
 import { openStorage } from '../db/database.js';
 import { ensureFirstUser } from './first-user.js';
+import { onShutdownSignal } from './shutdown.js';
 
 export interface ServeOptions extends AppOptions {
   /** Run the webhook dispatcher in this process (config.dispatcherInServe unless a cluster decides). */
@@ -17,10 +18,7 @@ export async function serve(config: Config, options: ServeOptions = {}): Promise
   await app.server.listen({ host: config.host, port: config.port });
   if (options.dispatcher ?? config.dispatcherInServe) await app.dispatcher.start();
 
-  let stopping = false;
-  const stop = async (signal: string) => {
-    if (stopping) return;
-    stopping = true;
+  onShutdownSignal(async (signal) => {
     app.server.log.info({ signal }, 'draining in-flight requests');
     // Fastify stops accepting, answers 503 to new requests on kept-alive sockets, and waits
     // for in-flight ones.
@@ -28,9 +26,6 @@ export async function serve(config: Config, options: ServeOptions = {}): Promise
     // Stop claiming; in-flight attempts finish and are recorded (API.md §5).
     await app.dispatcher.stop();
     await storage.close();
-    process.exit(0);
-  };
-  process.once('SIGTERM', () => void stop('SIGTERM'));
-  process.once('SIGINT', () => void stop('SIGINT'));
+  });
   return app;
 }

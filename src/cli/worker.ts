@@ -3,6 +3,7 @@ import { loadKeys } from '../auth/keys.js';
 import type { Config } from '../config.js';
 import { openStorage } from '../db/database.js';
 import { createDispatcher } from '../webhooks/dispatcher.js';
+import { onShutdownSignal } from './shutdown.js';
 
 /**
  * `restwire worker`: a process that only delivers webhooks. On PostgreSQL any number share the
@@ -16,15 +17,9 @@ export async function worker(config: Config): Promise<void> {
   await dispatcher.start();
   log.info({ dialect: storage.dialect }, 'worker delivering webhooks');
 
-  let stopping = false;
-  const stop = async (signal: string) => {
-    if (stopping) return;
-    stopping = true;
+  onShutdownSignal(async (signal) => {
     log.info({ signal }, 'worker stopping: finishing in-flight deliveries');
     await dispatcher.stop();
     await storage.close();
-    process.exit(0);
-  };
-  process.once('SIGTERM', () => void stop('SIGTERM'));
-  process.once('SIGINT', () => void stop('SIGINT'));
+  });
 }

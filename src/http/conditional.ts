@@ -31,18 +31,12 @@ export function noneMatch(header: string | undefined, etag: string): boolean {
 }
 
 /**
- * If-Match uses the strong comparison (RFC 9110 §13.1.1). `currentTag` is the ETag of the
- * record's JSON representation, the one a client editing it will have fetched.
+ * If-Match against a record's current representation (RFC 9110 §13.1.1, strong comparison; API.md
+ * §1): the tag compared is the ETag of the record's JSON, the one a client editing it fetched.
  */
-export function assertIfMatch(header: string | undefined, currentTag: string): void {
-  if (header === undefined) return;
-  const tags = listTags(header);
-  if (tags.includes('*') || tags.includes(currentTag)) return;
-  throw new PreconditionFailed();
-}
-
-/** If-Match against a record's current representation, as a client fetched it (its JSON ETag). */
 export function assertRecordMatches(ifMatch: string | string[] | undefined, record: unknown): void {
   if (ifMatch === undefined) return;
-  assertIfMatch(Array.isArray(ifMatch) ? ifMatch.join(', ') : ifMatch, entityTag(renderJson(record), JSON_TYPE));
+  const tags = listTags(Array.isArray(ifMatch) ? ifMatch.join(',') : ifMatch);
+  if (tags.includes('*') || tags.includes(entityTag(renderJson(record), JSON_TYPE))) return;
+  throw new PreconditionFailed();
 }

@@ -62,15 +62,16 @@ export interface View {
   readonly metadata?: () => Record<string, unknown>;
 }
 
-/** The methods a view answers, as sent in `Allow`. */
-export function allowedMethods(view: View): Method[] {
-  const methods: Method[] = [];
-  for (const method of METHODS) {
-    if (method === 'HEAD') {
-      if (view.actions.GET) methods.push('HEAD');
-    } else if (method === 'OPTIONS' || view.actions[method]) {
-      methods.push(method);
-    }
+const allowedByView = new WeakMap<View, readonly Method[]>();
+
+/** The methods a view answers, as sent in `Allow` (worked out once per view: views do not change). */
+export function allowedMethods(view: View): readonly Method[] {
+  let methods = allowedByView.get(view);
+  if (methods === undefined) {
+    methods = METHODS.filter((method) =>
+      method === 'HEAD' ? view.actions.GET !== undefined : method === 'OPTIONS' || view.actions[method] !== undefined,
+    );
+    allowedByView.set(view, methods);
   }
   return methods;
 }

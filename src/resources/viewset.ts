@@ -168,7 +168,7 @@ export function buildViewSet(resource: ResourceDeclaration, options: ViewSetOpti
     const afterCommit: Array<() => void> = [];
     const notify: Notify = async (trx, change) => {
       for (const listener of listeners) {
-        const callback = await listener(trx as never, { resource, ...change });
+        const callback = await listener(trx, { resource, ...change });
         if (callback) afterCommit.push(callback);
       }
     };
