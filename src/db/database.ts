@@ -1,9 +1,10 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import SQLite from 'better-sqlite3';
-import { CompiledQuery, Kysely, PostgresDialect, SqliteDialect, SqliteDriver, sql, type DatabaseConnection, type Driver, type SqliteDialectConfig } from 'kysely';
+import { CompiledQuery, Kysely, PostgresDialect, SqliteDialect, SqliteDriver, sql, type DatabaseConnection, type Driver, type SqliteDialectConfig, type Transaction } from 'kysely';
 import type pg from 'pg';
 import type { Config } from '../config.js';
+import { GroupCommit } from './group-commit.js';
 import { migrateToLatest } from './migrations.js';
 import type { Database } from './schema.js';
 
@@ -20,6 +21,11 @@ export interface Storage {
    * SQLite a write transaction holds the database's one write lock already (BEGIN IMMEDIATE).
    */
   lockForUpdate<Q extends { forUpdate(): Q }>(query: Q): Q;
+  /**
+   * Runs a record write in a transaction and settles once it has committed. On SQLite, writes
+   * that arrive together share one commit (`group-commit.ts`); on PostgreSQL each has its own.
+   */
+  transact<T>(work: (trx: Transaction<Database>) => Promise<T>): Promise<T>;
   /** True when the database answers a trivial query (for /readyz). */
   ping(): Promise<boolean>;
   close(): Promise<void>;
@@ -44,11 +50,13 @@ export async function openStorage(
 }
 
 function storageOf(db: Kysely<Database>, dialect: Dialect, pool: pg.Pool | null): Storage {
+  const group = dialect === 'sqlite' ? new GroupCommit(db) : null;
   return {
     db,
     dialect,
     pool,
     lockForUpdate: (query) => (dialect === 'postgres' ? query.forUpdate() : query),
+    transact: (work) => (group ? group.run(work) : db.transaction().execute(work)),
     async ping() {
       try {
         await sql`select 1`.execute(db);

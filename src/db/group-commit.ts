@@ -1,0 +1,102 @@
+import { sql, type Kysely, type Transaction } from 'kysely';
+
+/** A piece of write work that runs inside a transaction it shares with others. */
+export type TransactionWork<DB, T> = (trx: Transaction<DB>) => Promise<T>;
+
+interface Unit<DB> {
+  readonly work: TransactionWork<DB, unknown>;
+  readonly resolve: (value: unknown) => void;
+  readonly reject: (error: unknown) => void;
+}
+
+type Outcome = { ok: true; value: unknown } | { ok: false; error: unknown };
+
+/**
+ * Group commit for SQLite (issue #6): write transactions that arrive together share one
+ * BEGIN IMMEDIATE … COMMIT. On SQLite every commit appends each page it touched to the WAL, and
+ * a burst of single-row inserts touches the same few pages, so one commit for many requests
+ * writes (and later checkpoints) a fraction of the pages. Committing was a quarter of a create's
+ * time when each request had its own transaction.
+ *
+ * What each caller sees is unchanged:
+ * - its work runs alone, in arrival order, inside a SAVEPOINT, so a unit that throws rolls back
+ *   its own writes only and the others still commit;
+ * - its promise settles only after the shared COMMIT, so nothing is acknowledged before it is
+ *   durable; if the COMMIT fails, every unit of the batch fails with that error.
+ *
+ * A batch starts on the next turn of the event loop after its first unit arrives (so requests
+ * parsed in the same I/O phase join it) and takes at most `maxBatch` units; units that arrive
+ * while a batch runs form the next one. Work must only touch the database: a unit that waits
+ * for something else holds the write lock for the whole batch.
+ *
+ * PostgreSQL does not use this: each transaction there has its own pooled connection, and the
+ * server groups WAL flushes itself.
+ */
+export class GroupCommit<DB> {
+  readonly #db: Kysely<DB>;
+  readonly #maxBatch: number;
+  #queue: Unit<DB>[] = [];
+  #draining = false;
+
+  constructor(db: Kysely<DB>, { maxBatch = 64 }: { maxBatch?: number } = {}) {
+    if (!Number.isSafeInteger(maxBatch) || maxBatch < 1) throw new RangeError('maxBatch must be a positive integer');
+    this.#db = db;
+    this.#maxBatch = maxBatch;
+  }
+
+  /** Runs `work` in a shared transaction; settles once that transaction has committed. */
+  run<T>(work: TransactionWork<DB, T>): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      this.#queue.push({ work, resolve: resolve as (value: unknown) => void, reject });
+      if (!this.#draining) {
+        this.#draining = true;
+        setImmediate(() => void this.#drain());
+      }
+    });
+  }
+
+  async #drain(): Promise<void> {
+    while (this.#queue.length > 0) {
+      const batch = this.#queue.length <= this.#maxBatch ? this.#queue : this.#queue.slice(0, this.#maxBatch);
+      this.#queue = batch === this.#queue ? [] : this.#queue.slice(this.#maxBatch);
+      await this.#commit(batch);
+    }
+    this.#draining = false;
+  }
+
+  async #commit(batch: readonly Unit<DB>[]): Promise<void> {
+    if (batch.length === 1) {
+      // Alone, a unit's failure rolls back the transaction; no savepoint needed.
+      const unit = batch[0]!;
+      await this.#db.transaction().execute(unit.work).then(unit.resolve, unit.reject);
+      return;
+    }
+    const outcomes: Outcome[] = [];
+    try {
+      await this.#db.transaction().execute(async (trx) => {
+        for (const unit of batch) {
+          await sql`savepoint unit`.execute(trx);
+          try {
+            const value = await unit.work(trx);
+            await sql`release unit`.execute(trx);
+            outcomes.push({ ok: true, value });
+          } catch (error) {
+            // If the error ended the transaction itself (an I/O error, a full disk), these fail
+            // too and the whole batch is rejected below: nothing of it was committed.
+            await sql`rollback to unit`.execute(trx);
+            await sql`release unit`.execute(trx);
+            outcomes.push({ ok: false, error });
+          }
+        }
+      });
+    } catch (error) {
+      for (const unit of batch) unit.reject(error);
+      return;
+    }
+    batch.forEach((unit, index) => {
+      const outcome = outcomes[index]!;
+      if (outcome.ok) unit.resolve(outcome.value);
+      else unit.reject(outcome.error);
+    });
+  }
+}
