@@ -371,6 +371,49 @@ describe.each(BACKENDS)('experiences API on %s', (backend) => {
       },
     );
 
+    it('shows every change in a page read again, whether made by this process or another', async () => {
+      const path = '/api/v1/experiences/?limit=5';
+      const page = async () => {
+        const response = await api(path);
+        expect(response.status).toBe(200);
+        const body = (await response.json()) as { results: Array<{ id: number; title: string }> };
+        return { etag: response.headers.get('etag'), results: body.results };
+      };
+      const record = await create({ title: 'Read twice', q_like_dislike: 'like' });
+      const first = await page();
+      expect(await page()).toEqual(first);
+      expect(first.results[0]).toMatchObject({ id: record.id, title: 'Read twice' });
+
+      const patched = await api(record.url, {
+        method: 'PATCH',
+        headers: { authorization: adminAuth, 'content-type': 'application/json' },
+        body: JSON.stringify({ title: 'Read twice, changed' }),
+      });
+      expect(patched.status).toBe(200);
+      const afterPatch = await page();
+      expect(afterPatch.results[0]).toMatchObject({ id: record.id, title: 'Read twice, changed' });
+      expect(afterPatch.etag).not.toBe(first.etag);
+
+      // A second process on the same database (a `serve --workers` sibling, or another host on
+      // PostgreSQL) writes; this one's next page must show it.
+      const other = await startServer(database, { env: { DISPATCHER_IN_SERVE: 'false' } });
+      try {
+        const made = await fetch(`${other.url}/api/v1/experiences/`, {
+          method: 'POST',
+          headers: { authorization: adminAuth, 'content-type': FORM },
+          body: form({ title: 'Written elsewhere', q_like_dislike: 'like' }),
+        });
+        expect(made.status).toBe(201);
+        const { id } = (await made.json()) as { id: number };
+        expect((await page()).results[0]).toMatchObject({ id, title: 'Written elsewhere' });
+        const removed = await fetch(`${other.url}/api/v1/experiences/${id}/`, { method: 'DELETE', headers: { authorization: adminAuth } });
+        expect(removed.status).toBe(204);
+        expect((await page()).results.map((r) => r.id)).not.toContain(id);
+      } finally {
+        await other.stop();
+      }
+    });
+
     it('lists all of 50 concurrent creates', async () => {
       const before = await count();
       const responses = await Promise.all(

@@ -26,6 +26,12 @@ export interface Storage {
    * that arrive together share one commit (`group-commit.ts`); on PostgreSQL each has its own.
    */
   transact<T>(work: (trx: Transaction<Database>) => Promise<T>): Promise<T>;
+  /**
+   * A token that changes whenever committed data may have changed, by this process or any other,
+   * so rendered responses can be reused while it holds; null where it cannot be read cheaply
+   * (PostgreSQL).
+   */
+  readonly dataVersion: (() => Promise<string>) | null;
   /** True when the database answers a trivial query (for /readyz). */
   ping(): Promise<boolean>;
   close(): Promise<void>;
@@ -57,6 +63,7 @@ function storageOf(db: Kysely<Database>, dialect: Dialect, pool: pg.Pool | null)
     pool,
     lockForUpdate: (query) => (dialect === 'postgres' ? query.forUpdate() : query),
     transact: (work) => (group ? group.run(work) : db.transaction().execute(work)),
+    dataVersion: dialect === 'sqlite' ? () => sqliteDataVersion(db) : null,
     async ping() {
       try {
         await sql`select 1`.execute(db);
@@ -67,6 +74,15 @@ function storageOf(db: Kysely<Database>, dialect: Dialect, pool: pg.Pool | null)
     },
     close: () => db.destroy(),
   };
+}
+
+// data_version moves when another connection (another process) commits; total_changes() when
+// this one writes anything. Between them, every change to the file moves the token.
+const SQLITE_DATA_VERSION = CompiledQuery.raw("select data_version || '.' || total_changes() as version from pragma_data_version");
+
+async function sqliteDataVersion(db: Kysely<Database>): Promise<string> {
+  const { rows } = await db.executeQuery<{ version: string }>(SQLITE_DATA_VERSION);
+  return rows[0]!.version;
 }
 
 function openSqlite(dataDir: string): Storage {

@@ -7,6 +7,7 @@ import { MethodNotAllowed, NotAcceptable, NotAuthenticated, PermissionDenied, Th
 import { negotiate } from './negotiation.js';
 import { parseBody, type RequestData } from './parsers.js';
 import { CONTENT_TYPES, JSON_TYPE, RENDERERS } from './renderers.js';
+import { RepresentationCache, type CachedRepresentation } from './representation-cache.js';
 import { allowedMethods, type ApiRequest, type ApiResponse, type Method, type View } from './view.js';
 
 /**
@@ -16,6 +17,7 @@ import { allowedMethods, type ApiRequest, type ApiResponse, type Method, type Vi
  *   initial  (onRequest, headers only)   route → 405 → negotiate → authenticate → throttle
  *   (Fastify reads the body, up to 1 MiB → 413)
  *   dispatch (route handler)              permit → handle (parses the body on first use) → render
+ *                                         (a GET whose action has a `version` may reuse its last rendering)
  *
  * Throttling runs for every request that reaches `initial`, even one refused on the way (API.md
  * §1: rate-limit headers on every response; "every request costs 1"), which is why it sits
@@ -60,6 +62,8 @@ export function permissionDenied(identity: Identity | null): ApiError {
 }
 
 export function createPipeline({ authenticators, throttle }: PipelineOptions) {
+  const representations = new RepresentationCache();
+
   async function authenticate(request: FastifyRequest): Promise<Identity | null> {
     for (const authenticator of authenticators) {
       const identity = await authenticator.authenticate(request);
@@ -110,13 +114,20 @@ export function createPipeline({ authenticators, throttle }: PipelineOptions) {
     const method = request.method as Method;
     if (method === 'OPTIONS') {
       reply.header('allow', allowedMethods(view).join(', '));
-      return render(request, reply, view, { body: describe(view) });
+      return send(request, reply, render(request, view, { body: describe(view) }));
     }
     const action = view.actions[method === 'HEAD' ? 'GET' : (method as keyof View['actions'])]!;
     const apiRequest = toApiRequest(request, state);
     if (!action.permission.hasPermission({ method, user: apiRequest.user })) throw permissionDenied(state.identity);
-    const response = await action.handle(apiRequest);
-    return render(request, reply, view, response);
+    // Asked before the action reads, so what is filed under a version is never older than it.
+    const version = action.version && (method === 'GET' || method === 'HEAD') ? await action.version(apiRequest) : null;
+    const key = version === null ? '' : `${state.mediaType} ${request.url}`;
+    let representation = version === null ? undefined : representations.get(version, key);
+    if (representation === undefined) {
+      representation = render(request, view, await action.handle(apiRequest));
+      if (version !== null && representation.status === 200) representations.set(version, key, representation);
+    }
+    send(request, reply, representation);
   }
 
   return { initial, dispatch };
@@ -150,29 +161,36 @@ function describe(view: View): Record<string, unknown> {
   };
 }
 
-/** Stage 3: render in the negotiated media type; a strong ETag and 304 for GET and HEAD. */
-function render(request: FastifyRequest, reply: FastifyReply, view: View, response: ApiResponse): void {
+/** Stage 3: render in the negotiated media type, with a strong ETag for a GET or HEAD that succeeded. */
+function render(request: FastifyRequest, view: View, response: ApiResponse): CachedRepresentation {
   const status = response.status ?? 200;
-  if (response.headers) reply.headers(response.headers);
   if (response.body === undefined && response.rendered === undefined) {
-    reply.code(status).send();
-    return;
+    return { status, headers: response.headers, contentType: null, text: null, etag: null };
   }
   const mediaType = request.api!.mediaType;
-  const renderer = RENDERERS[mediaType]!;
-  const path = request.url;
   const text =
     response.rendered ??
-    renderer(response.body, {
+    RENDERERS[mediaType]!(response.body, {
       columns: view.columns ?? [],
       title: view.name,
-      path,
+      path: request.url,
       status,
       allow: allowedMethods(view),
     });
-  reply.header('content-type', CONTENT_TYPES[mediaType] ?? mediaType);
-  if ((request.method === 'GET' || request.method === 'HEAD') && status === 200) {
-    const etag = entityTag(text, mediaType);
+  const etag = (request.method === 'GET' || request.method === 'HEAD') && status === 200 ? entityTag(text, mediaType) : null;
+  return { status, headers: response.headers, contentType: CONTENT_TYPES[mediaType] ?? mediaType, text, etag };
+}
+
+/** Sends a rendered response, or 304 when the client's If-None-Match already names it. */
+function send(request: FastifyRequest, reply: FastifyReply, representation: CachedRepresentation): void {
+  const { status, headers, contentType, text, etag } = representation;
+  if (headers) reply.headers(headers);
+  if (text === null) {
+    reply.code(status).send();
+    return;
+  }
+  reply.header('content-type', contentType);
+  if (etag !== null) {
     reply.header('etag', etag);
     if (noneMatch(request.headers['if-none-match'], etag)) {
       reply.code(304).send();

@@ -41,6 +41,13 @@ export interface ApiResponse {
 export interface Action {
   readonly permission: Permission;
   handle(request: ApiRequest): Promise<ApiResponse>;
+  /**
+   * For a GET whose response depends only on the URL, the media type and stored data, never on
+   * who asks: a token that changes whenever that data may have changed, or null when none can be
+   * had. While it holds, the pipeline sends the response it rendered before instead of calling
+   * `handle` (`representation-cache.ts`).
+   */
+  version?(request: ApiRequest): Promise<string | null>;
 }
 
 /**

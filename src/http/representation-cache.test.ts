@@ -1,0 +1,41 @@
+import { describe, expect, it } from 'vitest';
+import { RepresentationCache, type CachedRepresentation } from './representation-cache.js';
+
+const entry = (text: string): CachedRepresentation => ({ status: 200, headers: undefined, contentType: 'application/json', text, etag: `"${text}"` });
+
+describe('RepresentationCache', () => {
+  it('answers only under the version an entry was filed with', () => {
+    const cache = new RepresentationCache();
+    cache.set('1.0', 'GET /a', entry('a'));
+    expect(cache.get('1.0', 'GET /a')?.text).toBe('a');
+    expect(cache.get('1.1', 'GET /a')).toBeUndefined();
+    expect(cache.get('1.0', 'GET /b')).toBeUndefined();
+  });
+
+  it('drops every entry when the version moves', () => {
+    const cache = new RepresentationCache();
+    cache.set('1.0', 'GET /a', entry('a'));
+    cache.set('1.1', 'GET /b', entry('b'));
+    expect(cache.get('1.0', 'GET /a')).toBeUndefined();
+    expect(cache.get('1.1', 'GET /a')).toBeUndefined();
+    expect(cache.get('1.1', 'GET /b')?.text).toBe('b');
+  });
+
+  it('keeps at most maxEntries, the oldest out first', () => {
+    const cache = new RepresentationCache({ maxEntries: 2 });
+    cache.set('1', 'a', entry('a'));
+    cache.set('1', 'b', entry('b'));
+    cache.set('1', 'c', entry('c'));
+    expect(cache.get('1', 'a')).toBeUndefined();
+    expect(cache.get('1', 'b')?.text).toBe('b');
+    expect(cache.get('1', 'c')?.text).toBe('c');
+  });
+
+  it('does not keep responses without a body or larger than maxLength', () => {
+    const cache = new RepresentationCache({ maxLength: 3 });
+    cache.set('1', 'big', entry('abcd'));
+    cache.set('1', 'empty', { ...entry(''), text: null, contentType: null, etag: null });
+    expect(cache.get('1', 'big')).toBeUndefined();
+    expect(cache.get('1', 'empty')).toBeUndefined();
+  });
+});

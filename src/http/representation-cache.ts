@@ -1,0 +1,55 @@
+/**
+ * Rendered GET responses, reused while the data they were made from is unchanged (issue #6).
+ *
+ * A page of 100 records cost a 101-row read, a hundred objects, 30 KB of JSON and its SHA-1 on
+ * every request, for a collection that is read far more often than written. An action opts in
+ * with `Action.version` (see `view.ts`): a token that changes whenever anything the response
+ * could depend on may have changed. The pipeline asks for the token before the action reads, so a
+ * cached response is never older than the token it is filed under.
+ *
+ * All entries share one token (the storage's data version is database-wide): when it moves, the
+ * whole cache is dropped. Entries are bounded by count and by size, oldest out first.
+ */
+export interface CachedRepresentation {
+  readonly status: number;
+  readonly headers: Readonly<Record<string, string | string[]>> | undefined;
+  /** Null when the response has no body (204). */
+  readonly contentType: string | null;
+  readonly text: string | null;
+  readonly etag: string | null;
+}
+
+export interface RepresentationCacheOptions {
+  /** Most entries kept (default 64). */
+  readonly maxEntries?: number;
+  /** Largest text kept, in UTF-16 units (default 256 Ki): bigger responses are not cached. */
+  readonly maxLength?: number;
+}
+
+export class RepresentationCache {
+  readonly #maxEntries: number;
+  readonly #maxLength: number;
+  #version: string | null = null;
+  #entries = new Map<string, CachedRepresentation>();
+
+  constructor({ maxEntries = 64, maxLength = 256 * 1024 }: RepresentationCacheOptions = {}) {
+    this.#maxEntries = maxEntries;
+    this.#maxLength = maxLength;
+  }
+
+  /** The response filed under `key` at this `version`, if any. */
+  get(version: string, key: string): CachedRepresentation | undefined {
+    return version === this.#version ? this.#entries.get(key) : undefined;
+  }
+
+  set(version: string, key: string, entry: CachedRepresentation): void {
+    if (entry.text === null || entry.text.length > this.#maxLength) return;
+    if (version !== this.#version) {
+      this.#version = version;
+      this.#entries = new Map();
+    } else if (this.#entries.size >= this.#maxEntries && !this.#entries.has(key)) {
+      this.#entries.delete(this.#entries.keys().next().value!);
+    }
+    this.#entries.set(key, entry);
+  }
+}
