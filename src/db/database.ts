@@ -1,11 +1,12 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import SQLite from 'better-sqlite3';
-import { CompiledQuery, Kysely, PostgresDialect, SqliteDialect, SqliteDriver, sql, type DatabaseConnection, type Driver, type SqliteDialectConfig, type Transaction } from 'kysely';
+import { CompiledQuery, Kysely, PostgresDialect, sql, type Transaction } from 'kysely';
 import type pg from 'pg';
 import type { Config } from '../config.js';
 import { GroupCommit } from './group-commit.js';
 import { migrateToLatest } from './migrations.js';
+import { RestwireSqliteDialect } from './sqlite-driver.js';
 import type { Database } from './schema.js';
 
 export type Dialect = 'sqlite' | 'postgres';
@@ -100,52 +101,8 @@ function openSqlite(dataDir: string): Storage {
   database.function('lower', { deterministic: true }, (value: unknown) =>
     typeof value === 'string' ? value.toLowerCase() : value,
   );
-  const db = new Kysely<Database>({ dialect: new ImmediateSqliteDialect({ database: withStatementCache(database) }) });
+  const db = new Kysely<Database>({ dialect: new RestwireSqliteDialect(database) });
   return storageOf(db, 'sqlite', null);
-}
-
-/**
- * Write transactions take SQLite's write lock when they begin (BEGIN IMMEDIATE). With Kysely's
- * plain BEGIN, a transaction that reads and then writes fails at once with SQLITE_BUSY when
- * another process (a `serve --workers` sibling) committed in between; an immediate one waits
- * for the lock (busy_timeout) instead. Every transaction here writes.
- */
-class ImmediateSqliteDriver extends SqliteDriver {
-  override async beginTransaction(connection: DatabaseConnection): Promise<void> {
-    await connection.executeQuery(CompiledQuery.raw('begin immediate'));
-  }
-}
-
-class ImmediateSqliteDialect extends SqliteDialect {
-  constructor(private readonly settings: SqliteDialectConfig) {
-    super(settings);
-  }
-
-  override createDriver(): Driver {
-    return new ImmediateSqliteDriver(this.settings);
-  }
-}
-
-/**
- * Kysely's SQLite driver prepares every query anew; preparing costs more than running a small
- * query. Kysely emits a bounded set of SQL texts (parameters are placeholders), so caching the
- * prepared statements by text is safe; the cache is bounded for the few with variable `in` lists.
- * The driver runs one query at a time, so a statement is never used by two queries at once.
- */
-function withStatementCache(database: SQLite.Database, capacity = 500) {
-  const statements = new Map<string, SQLite.Statement>();
-  return {
-    close: () => database.close(),
-    prepare(text: string): SQLite.Statement {
-      let statement = statements.get(text);
-      if (statement === undefined) {
-        statement = database.prepare(text);
-        if (statements.size >= capacity) statements.delete(statements.keys().next().value!);
-        statements.set(text, statement);
-      }
-      return statement;
-    },
-  };
 }
 
 async function openPostgres(connectionString: string): Promise<Storage> {
