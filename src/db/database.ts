@@ -29,10 +29,9 @@ export interface Storage {
   transact<T>(work: (trx: Transaction<Database>) => Promise<T>): Promise<T>;
   /**
    * A token that changes whenever committed data may have changed, by this process or any other,
-   * so rendered responses can be reused while it holds; null where it cannot be read cheaply
-   * (PostgreSQL).
+   * so rendered responses can be reused while it holds (`http/representation-cache.ts`).
    */
-  readonly dataVersion: (() => Promise<string>) | null;
+  dataVersion(): Promise<string>;
   /** True when the database answers a trivial query (for /readyz). */
   ping(): Promise<boolean>;
   close(): Promise<void>;
@@ -64,7 +63,10 @@ function storageOf(db: Kysely<Database>, dialect: Dialect, pool: pg.Pool | null)
     pool,
     lockForUpdate: (query) => (dialect === 'postgres' ? query.forUpdate() : query),
     transact: (work) => (group ? group.run(work) : db.transaction().execute(work)),
-    dataVersion: dialect === 'sqlite' ? () => sqliteDataVersion(db) : null,
+    async dataVersion() {
+      const { rows } = await db.executeQuery<{ version: string }>(DATA_VERSION[dialect]);
+      return rows[0]!.version;
+    },
     async ping() {
       try {
         await sql`select 1`.execute(db);
@@ -77,14 +79,14 @@ function storageOf(db: Kysely<Database>, dialect: Dialect, pool: pg.Pool | null)
   };
 }
 
-// data_version moves when another connection (another process) commits; total_changes() when
-// this one writes anything. Between them, every change to the file moves the token.
-const SQLITE_DATA_VERSION = CompiledQuery.raw("select data_version || '.' || total_changes() as version from pragma_data_version");
-
-async function sqliteDataVersion(db: Kysely<Database>): Promise<string> {
-  const { rows } = await db.executeQuery<{ version: string }>(SQLITE_DATA_VERSION);
-  return rows[0]!.version;
-}
+const DATA_VERSION = {
+  // data_version moves when another connection (another process) commits; total_changes() when
+  // this one writes anything. Between them, every change to the file moves the token.
+  sqlite: CompiledQuery.raw("select data_version || '.' || total_changes() as version from pragma_data_version"),
+  // Two statements that see the same snapshot see the same data in every table (MVCC): a
+  // commit, or a transaction that has begun to write, changes it.
+  postgres: CompiledQuery.raw('select pg_current_snapshot()::text as version'),
+} as const;
 
 function openSqlite(dataDir: string): Storage {
   mkdirSync(dataDir, { recursive: true });

@@ -198,7 +198,7 @@ export function buildViewSet(resource: ResourceDeclaration, options: ViewSetOpti
   const list: Action = {
     permission: resource.permission,
     // A page is the same for everyone who may read it, so it is reused while no data changes.
-    ...(storage.dataVersion ? { version: storage.dataVersion } : {}),
+    version: () => storage.dataVersion(),
     async handle(request) {
       const page = parsePageRequest(request.query, resource.orderings, resource.defaultOrdering, cursors);
       const found = await listPage(request, page);
