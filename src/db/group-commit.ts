@@ -1,4 +1,4 @@
-import { sql, type Kysely, type Transaction } from 'kysely';
+import { CompiledQuery, type Kysely, type Transaction } from 'kysely';
 
 /** A piece of write work that runs inside a transaction it shares with others. */
 export type TransactionWork<DB, T> = (trx: Transaction<DB>) => Promise<T>;
@@ -10,6 +10,11 @@ interface Unit<DB> {
 }
 
 type Outcome = { ok: true; value: unknown } | { ok: false; error: unknown };
+
+// Run once or twice per write, so compiled once.
+const SAVEPOINT = CompiledQuery.raw('savepoint unit');
+const RELEASE = CompiledQuery.raw('release unit');
+const ROLLBACK_TO = CompiledQuery.raw('rollback to unit');
 
 /**
  * Group commit for SQLite (issue #6): write transactions that arrive together share one
@@ -75,16 +80,16 @@ export class GroupCommit<DB> {
     try {
       await this.#db.transaction().execute(async (trx) => {
         for (const unit of batch) {
-          await sql`savepoint unit`.execute(trx);
+          await trx.executeQuery(SAVEPOINT);
           try {
             const value = await unit.work(trx);
-            await sql`release unit`.execute(trx);
+            await trx.executeQuery(RELEASE);
             outcomes.push({ ok: true, value });
           } catch (error) {
             // If the error ended the transaction itself (an I/O error, a full disk), these fail
             // too and the whole batch is rejected below: nothing of it was committed.
-            await sql`rollback to unit`.execute(trx);
-            await sql`release unit`.execute(trx);
+            await trx.executeQuery(ROLLBACK_TO);
+            await trx.executeQuery(RELEASE);
             outcomes.push({ ok: false, error });
           }
         }
