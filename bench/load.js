@@ -47,3 +47,39 @@ export async function measure(server, request, load) {
     peakRssMiB: mib(peak),
   };
 }
+
+/**
+ * Measures several request shapes against one server in alternating slices (A B A B …), so
+ * that none always runs second, on a table the one before it just grew. Each shape gets
+ * `rounds` slices of duration/rounds seconds after its own warm-up; its row adds the slices up
+ * (requests/s over the whole time; p50 the mean of the slices', p99 the worst slice's).
+ */
+export async function measureAlternating(server, requests, load, rounds = 2) {
+  const slice = { ...load, warmup: 0, duration: Math.max(1, Math.round(load.duration / rounds)) };
+  const slices = requests.map(() => []);
+  for (const request of requests) if (load.warmup > 0) await measure(server, request, { ...load, duration: load.warmup, warmup: 0 });
+  for (let round = 0; round < rounds; round++) {
+    for (const [index, request] of requests.entries()) slices[index].push(await measure(server, request, slice));
+  }
+  return slices.map((parts) => {
+    const requestsTotal = parts.reduce((sum, part) => sum + part.requests, 0);
+    const seconds = parts.reduce((sum, part) => sum + part.seconds, 0);
+    const add = (name) => parts.reduce((sum, part) => sum + part[name], 0);
+    const statusCodes = {};
+    for (const part of parts) for (const [code, count] of Object.entries(part.statusCodes)) statusCodes[code] = (statusCodes[code] ?? 0) + count;
+    const peaks = parts.map((part) => part.peakRssMiB);
+    return {
+      requestsPerSecond: Math.round(requestsTotal / seconds),
+      requests: requestsTotal,
+      seconds,
+      p50Ms: Math.round((parts.reduce((sum, part) => sum + part.p50Ms, 0) / parts.length) * 10) / 10,
+      p99Ms: Math.max(...parts.map((part) => part.p99Ms)),
+      non2xx: add('non2xx'),
+      errors: add('errors'),
+      timeouts: add('timeouts'),
+      statusCodes,
+      peakRssMiB: peaks.some((peak) => peak === null) ? null : Math.max(...peaks),
+      slices: parts.length,
+    };
+  });
+}

@@ -40,13 +40,14 @@ export function parseId(text: string | undefined): number {
 }
 
 // Formatting dates was a tenth of a page's time (issue #6 profile); the same records are read
-// again and again, so their timestamps' text is remembered (a bounded map, reset when full).
+// again and again, so their timestamps' text is remembered (a bounded map, reset when full:
+// every create adds a timestamp never read again, and a bigger map only grew the heap).
 const isoText = new Map<number, string>();
 function toIso(ms: unknown): string {
   const value = Number(ms);
   let text = isoText.get(value);
   if (text === undefined) {
-    if (isoText.size >= 50_000) isoText.clear();
+    if (isoText.size >= 4096) isoText.clear();
     text = new Date(value).toISOString();
     isoText.set(value, text);
   }
