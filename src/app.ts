@@ -58,11 +58,24 @@ const RESOURCES = [experiences, users];
 /** Which headers carry secrets: never logged (API.md §3 fine print; issue #3). */
 const REDACTED = ['req.headers.authorization', 'req.headers.cookie', 'req.headers["x-csrftoken"]'];
 
+const INFO_OR_FINER = new Set(['trace', 'debug', 'info']);
+
+/** Whether LOG_LEVEL lets info lines through: Fastify's request logs and its "listening" line. */
+export function logsInfo(config: Pick<Config, 'logLevel'>): boolean {
+  return INFO_OR_FINER.has(config.logLevel);
+}
+
 /** Assembles the HTTP server: pipeline, resources, operations. Does not listen. */
 export async function buildApp(config: Config, storage: Storage, options: AppOptions = {}): Promise<App> {
   const server = Fastify({
     logger: { level: config.logLevel, redact: REDACTED },
     genReqId: () => randomUUID(),
+    // A child logger per request cost more than the rest of Fastify's work on a small request
+    // (issue #6). Request logs are at info, so below that level every request shares the
+    // server's logger, and the error handler names the request id itself.
+    childLoggerFactory: logsInfo(config)
+      ? (logger, bindings, options) => logger.child(bindings, options)
+      : (logger) => logger,
     trustProxy: config.trustProxy,
     bodyLimit: BODY_LIMIT,
     exposeHeadRoutes: false,

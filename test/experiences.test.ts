@@ -1,3 +1,5 @@
+import { join } from 'node:path';
+import SQLite from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ADMIN, BACKENDS, adminAuth, basic, createTestDatabase, createUser, startServer, type RunningServer, type TestDatabase } from './support/server.js';
 
@@ -459,6 +461,28 @@ describe.each(BACKENDS)('experiences API on %s', (backend) => {
       const metrics = await (await api('/metrics')).text();
       expect(metrics).toMatch(/restwire_http_requests_total\{method="POST",route="\/api\/v1\/experiences\/",status="201"\} \d+/);
       expect(metrics).toContain('restwire_http_request_duration_seconds_bucket');
+    });
+
+    it.runIf(backend === 'sqlite')('logs a failed request with its id, also below LOG_LEVEL=info', async () => {
+      const broken = await createTestDatabase('sqlite');
+      const quiet = await startServer(broken, { env: { LOG_LEVEL: 'warn' }, ready: /restwire: listening at (http:\/\/127\.0\.0\.1:\d+)/ });
+      try {
+        // Another process drops the table under the running server: the next create is a 500.
+        const file = new SQLite(join(broken.env.DATA_DIR!, 'restwire.sqlite3'));
+        file.exec('drop table experiences');
+        file.close();
+        const response = await fetch(`${quiet.url}/api/v1/experiences/`, {
+          method: 'POST',
+          headers: { authorization: adminAuth, 'content-type': FORM },
+          body: form({ title: 'Lost', q_like_dislike: 'x' }),
+        });
+        expect(response.status).toBe(500);
+        expect(response.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+        await expect.poll(() => quiet.output()).toMatch(/"reqId":"[0-9a-f-]{36}".*"msg":"request failed"/);
+      } finally {
+        await quiet.stop();
+        await broken.drop();
+      }
     });
 
     it('never logs credentials', () => {

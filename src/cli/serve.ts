@@ -1,4 +1,4 @@
-import { buildApp, type App, type AppOptions } from '../app.js';
+import { buildApp, logsInfo, type App, type AppOptions } from '../app.js';
 import type { Config } from '../config.js';
 import { openStorage } from '../db/database.js';
 import { ensureFirstUser } from './first-user.js';
@@ -15,7 +15,9 @@ export async function serve(config: Config, options: ServeOptions = {}): Promise
   const app = await buildApp(config, storage, options);
   const notice = await ensureFirstUser(app.users, config);
   if (notice) process.stdout.write(`${notice}\n`);
-  await app.server.listen({ host: config.host, port: config.port });
+  const address = await app.server.listen({ host: config.host, port: config.port });
+  // Fastify logs where it listens at info; an operator who turned logs down still needs to know.
+  if (!logsInfo(config)) process.stdout.write(`restwire: listening at ${address}\n`);
   if (options.dispatcher ?? config.dispatcherInServe) await app.dispatcher.start();
 
   onShutdownSignal(async (signal) => {

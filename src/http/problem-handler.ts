@@ -45,7 +45,9 @@ export function sendProblem(reply: FastifyReply, error: ApiError): void {
 export function problemHandler(error: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
   const apiError = error instanceof ApiError ? error : fromFastify(error);
   if (apiError === null || apiError.status >= 500) {
-    request.log.error({ err: error }, 'request failed');
+    // The server's logger, with the id named here: below LOG_LEVEL=info requests have no child
+    // logger of their own (app.ts).
+    request.server.log.error({ err: error, reqId: request.id }, 'request failed');
   }
   sendProblem(reply, apiError ?? new ApiError('The server could not complete the request.'));
 }
