@@ -20,7 +20,7 @@ export interface CachedRepresentation {
 }
 
 export interface RepresentationCacheOptions {
-  /** Most entries kept (default 64). */
+  /** Most entries kept (default 32). */
   readonly maxEntries?: number;
   /** Largest text kept, in UTF-16 units (default 256 Ki): bigger responses are not cached. */
   readonly maxLength?: number;
@@ -32,7 +32,7 @@ export class RepresentationCache {
   #version: string | null = null;
   #entries = new Map<string, CachedRepresentation>();
 
-  constructor({ maxEntries = 64, maxLength = 256 * 1024 }: RepresentationCacheOptions = {}) {
+  constructor({ maxEntries = 32, maxLength = 256 * 1024 }: RepresentationCacheOptions = {}) {
     this.#maxEntries = maxEntries;
     this.#maxLength = maxLength;
   }
