@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import cors from '@fastify/cors';
-import Fastify, { type FastifyInstance } from 'fastify';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { createAuthentication } from './auth/authentication.js';
 import { loadKeys, type Keys } from './auth/keys.js';
 import { UserStore } from './auth/users.js';
@@ -73,9 +73,7 @@ export async function buildApp(config: Config, storage: Storage, options: AppOpt
     // A child logger per request cost more than the rest of Fastify's work on a small request
     // (issue #6). Request logs are at info, so below that level every request shares the
     // server's logger, and the error handler names the request id itself.
-    childLoggerFactory: logsInfo(config)
-      ? (logger, bindings, options) => logger.child(bindings, options)
-      : (logger) => logger,
+    ...(logsInfo(config) ? {} : { childLoggerFactory: (logger: FastifyBaseLogger) => logger }),
     trustProxy: config.trustProxy,
     bodyLimit: BODY_LIMIT,
     exposeHeadRoutes: false,

@@ -83,8 +83,8 @@ const DATA_VERSION = {
   // data_version moves when another connection (another process) commits; total_changes() when
   // this one writes anything. Between them, every change to the file moves the token.
   sqlite: CompiledQuery.raw("select data_version || '.' || total_changes() as version from pragma_data_version"),
-  // Two statements that see the same snapshot see the same data in every table (MVCC): a
-  // commit, or a transaction that has begun to write, changes it.
+  // Two statements that see the same snapshot see the same data in every table (MVCC), and
+  // every commit changes it.
   postgres: CompiledQuery.raw('select pg_current_snapshot()::text as version'),
 } as const;
 

@@ -82,6 +82,27 @@ describe('SQLite group commit (storage.transact)', () => {
     expect(labels()).toEqual(['c']);
   });
 
+  it('fails every write with the real error when a statement ends the transaction itself', async () => {
+    await insert('x');
+    const outcomes = await Promise.allSettled([
+      insert('a'),
+      // OR ROLLBACK ends the whole transaction on the conflict, as a full disk would.
+      storage.transact((trx) => sql`insert or rollback into notes (label) values ('x')`.execute(trx)),
+      insert('b'),
+    ]);
+    expect(outcomes.map((outcome) => outcome.status)).toEqual(['rejected', 'rejected', 'rejected']);
+    for (const outcome of outcomes) expect((outcome as PromiseRejectedResult).reason.message).toMatch(/UNIQUE/);
+    expect(labels()).toEqual(['x']);
+    await insert('c');
+    expect(labels()).toEqual(['x', 'c']);
+  });
+
+  it('refuses a transaction started inside another instead of waiting forever', async () => {
+    const outcome = storage.transact(() => insert('nested'));
+    await expect(outcome).rejects.toThrow(/inside a transaction/);
+    expect(labels()).toEqual([]);
+  });
+
   it('returns each write its own result, also past one batch', async () => {
     const results = await Promise.all(
       Array.from({ length: 150 }, (_, index) =>

@@ -1,3 +1,4 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
 import { CompiledQuery, type Kysely, type Transaction } from 'kysely';
 
 /** A piece of write work that runs inside a transaction it shares with others. */
@@ -10,6 +11,9 @@ interface Unit<DB> {
 }
 
 type Outcome = { ok: true; value: unknown } | { ok: false; error: unknown };
+
+/** Set while a unit's work runs, so that a nested `run` fails at once instead of never starting. */
+const insideUnit = new AsyncLocalStorage<true>();
 
 // Run once or twice per write, so compiled once.
 const SAVEPOINT = CompiledQuery.raw('savepoint unit');
@@ -27,12 +31,17 @@ const ROLLBACK_TO = CompiledQuery.raw('rollback to unit');
  * - its work runs alone, in arrival order, inside a SAVEPOINT, so a unit that throws rolls back
  *   its own writes only and the others still commit;
  * - its promise settles only after the shared COMMIT, so nothing is acknowledged before it is
- *   durable; if the COMMIT fails, every unit of the batch fails with that error.
+ *   committed (as durable as `synchronous = NORMAL` makes a commit: it survives a killed
+ *   process); if the COMMIT fails, every unit of the batch fails with that error, and if a
+ *   statement error ends the transaction itself (a full disk, an I/O error), every unit fails
+ *   with that error.
  *
  * A batch starts on the next turn of the event loop after its first unit arrives (so requests
  * parsed in the same I/O phase join it) and takes at most `maxBatch` units; units that arrive
- * while a batch runs form the next one. Work must only touch the database: a unit that waits
- * for something else holds the write lock for the whole batch.
+ * while a batch runs form the next one. Work must use only the `trx` it is given and must not
+ * swallow database errors: SQLite has one connection, so a unit that waits for anything else
+ * holds up every query of the process, and a nested `run` (or a query through `db` instead of
+ * `trx`) could never start; a nested `run` throws instead of waiting forever.
  *
  * PostgreSQL does not use this: each transaction there has its own pooled connection, and the
  * server groups WAL flushes itself.
@@ -51,6 +60,9 @@ export class GroupCommit<DB> {
 
   /** Runs `work` in a shared transaction; settles once that transaction has committed. */
   run<T>(work: TransactionWork<DB, T>): Promise<T> {
+    if (insideUnit.getStore()) {
+      return Promise.reject(new Error('storage.transact was called inside a transaction; use the trx it was given'));
+    }
     return new Promise<T>((resolve, reject) => {
       this.#queue.push({ work, resolve: resolve as (value: unknown) => void, reject });
       if (!this.#draining) {
@@ -73,7 +85,10 @@ export class GroupCommit<DB> {
     if (batch.length === 1) {
       // Alone, a unit's failure rolls back the transaction; no savepoint needed.
       const unit = batch[0]!;
-      await this.#db.transaction().execute(unit.work).then(unit.resolve, unit.reject);
+      await this.#db
+        .transaction()
+        .execute((trx) => insideUnit.run(true, () => unit.work(trx)))
+        .then(unit.resolve, unit.reject);
       return;
     }
     const outcomes: Outcome[] = [];
@@ -82,14 +97,18 @@ export class GroupCommit<DB> {
         for (const unit of batch) {
           await trx.executeQuery(SAVEPOINT);
           try {
-            const value = await unit.work(trx);
+            const value = await insideUnit.run(true, () => unit.work(trx));
             await trx.executeQuery(RELEASE);
             outcomes.push({ ok: true, value });
           } catch (error) {
-            // If the error ended the transaction itself (an I/O error, a full disk), these fail
-            // too and the whole batch is rejected below: nothing of it was committed.
-            await trx.executeQuery(ROLLBACK_TO);
-            await trx.executeQuery(RELEASE);
+            try {
+              await trx.executeQuery(ROLLBACK_TO);
+              await trx.executeQuery(RELEASE);
+            } catch {
+              // The error ended the transaction itself (an I/O error, a full disk): the whole
+              // batch fails below with that error, the one worth logging; nothing was committed.
+              throw error;
+            }
             outcomes.push({ ok: false, error });
           }
         }

@@ -66,7 +66,9 @@ class HandOffSqliteDriver implements Driver {
   }
 
   async rollbackTransaction(connection: DatabaseConnection): Promise<void> {
-    await connection.executeQuery(CompiledQuery.raw('rollback'));
+    // Some errors (a full disk, an I/O error) end the transaction themselves; a ROLLBACK then
+    // fails with "no transaction is active" and would hide the error that matters.
+    if (this.#database.inTransaction) await connection.executeQuery(CompiledQuery.raw('rollback'));
   }
 
   async destroy(): Promise<void> {

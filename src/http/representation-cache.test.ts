@@ -6,6 +6,7 @@ const entry = (text: string): CachedRepresentation => ({ status: 200, headers: u
 describe('RepresentationCache', () => {
   it('answers only under the version an entry was filed with', () => {
     const cache = new RepresentationCache();
+    cache.get('1.0', 'GET /a');
     cache.set('1.0', 'GET /a', entry('a'));
     expect(cache.get('1.0', 'GET /a')?.text).toBe('a');
     expect(cache.get('1.1', 'GET /a')).toBeUndefined();
@@ -14,15 +15,28 @@ describe('RepresentationCache', () => {
 
   it('drops every entry when the version moves', () => {
     const cache = new RepresentationCache();
+    cache.get('1.0', 'GET /a');
     cache.set('1.0', 'GET /a', entry('a'));
+    cache.get('1.1', 'GET /b');
     cache.set('1.1', 'GET /b', entry('b'));
     expect(cache.get('1.0', 'GET /a')).toBeUndefined();
     expect(cache.get('1.1', 'GET /a')).toBeUndefined();
     expect(cache.get('1.1', 'GET /b')?.text).toBe('b');
   });
 
+  it('does not let a response rendered under an older token push out newer entries', () => {
+    const cache = new RepresentationCache();
+    expect(cache.get('1.0', 'GET /slow')).toBeUndefined();
+    expect(cache.get('1.1', 'GET /a')).toBeUndefined();
+    cache.set('1.1', 'GET /a', entry('a'));
+    cache.set('1.0', 'GET /slow', entry('slow'));
+    expect(cache.get('1.1', 'GET /a')?.text).toBe('a');
+    expect(cache.get('1.0', 'GET /slow')).toBeUndefined();
+  });
+
   it('keeps at most maxEntries, the oldest out first', () => {
     const cache = new RepresentationCache({ maxEntries: 2 });
+    cache.get('1', 'a');
     cache.set('1', 'a', entry('a'));
     cache.set('1', 'b', entry('b'));
     cache.set('1', 'c', entry('c'));
@@ -33,6 +47,7 @@ describe('RepresentationCache', () => {
 
   it('does not keep responses without a body or larger than maxLength', () => {
     const cache = new RepresentationCache({ maxLength: 3 });
+    cache.get('1', 'big');
     cache.set('1', 'big', entry('abcd'));
     cache.set('1', 'empty', { ...entry(''), text: null, contentType: null, etag: null });
     expect(cache.get('1', 'big')).toBeUndefined();

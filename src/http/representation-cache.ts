@@ -22,7 +22,7 @@ export interface CachedRepresentation {
 export interface RepresentationCacheOptions {
   /** Most entries kept (default 32). */
   readonly maxEntries?: number;
-  /** Largest text kept, in UTF-16 units (default 256 Ki): bigger responses are not cached. */
+  /** Largest text kept, in UTF-16 units (default 128 Ki, a full page of long records): bigger ones are not cached. */
   readonly maxLength?: number;
 }
 
@@ -30,19 +30,25 @@ export class RepresentationCache {
   readonly #maxEntries: number;
   readonly #maxLength: number;
   #version: string | null = null;
+  /** The token the latest `get` was asked with: the newest this cache knows of. */
+  #latest: string | null = null;
   #entries = new Map<string, CachedRepresentation>();
 
-  constructor({ maxEntries = 32, maxLength = 256 * 1024 }: RepresentationCacheOptions = {}) {
+  constructor({ maxEntries = 32, maxLength = 128 * 1024 }: RepresentationCacheOptions = {}) {
     this.#maxEntries = maxEntries;
     this.#maxLength = maxLength;
   }
 
   /** The response filed under `key` at this `version`, if any. */
   get(version: string, key: string): CachedRepresentation | undefined {
+    this.#latest = version;
     return version === this.#version ? this.#entries.get(key) : undefined;
   }
 
   set(version: string, key: string, entry: CachedRepresentation): void {
+    // A slow response rendered under an older token than a request since has seen would only
+    // push out newer entries.
+    if (version !== this.#latest) return;
     if (entry.text === null || entry.text.length > this.#maxLength) return;
     if (version !== this.#version) {
       this.#version = version;

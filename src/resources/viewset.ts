@@ -150,9 +150,11 @@ export function buildViewSet(resource: ResourceDeclaration, options: ViewSetOpti
     const known = inserts.get(key);
     if (known) return { ...known.compiled, parameters: known.columns.map((column) => values[column]) };
     const compiled = executor.insertInto(resource.table).values(values).returningAll().compile() as CompiledQuery<Row>;
-    // Remembered only if Kysely bound exactly the values, in column order (it always has).
+    // Remembered only if Kysely bound exactly the values, in column order (it always has), and
+    // none was undefined (Kysely leaves such a column out; a reused statement would bind NULL).
     const bound = columns.map((column) => values[column]);
-    if (compiled.parameters.length === bound.length && compiled.parameters.every((value, index) => value === bound[index])) {
+    const exact = compiled.parameters.length === bound.length && compiled.parameters.every((value, index) => value === bound[index]);
+    if (exact && !bound.includes(undefined)) {
       inserts.set(key, { compiled, columns });
     }
     return compiled;
