@@ -1,4 +1,3 @@
-import { AsyncLocalStorage } from 'node:async_hooks';
 import { CompiledQuery, type Kysely, type Transaction } from 'kysely';
 
 /** A piece of write work that runs inside a transaction it shares with others. */
@@ -11,9 +10,6 @@ interface Unit<DB> {
 }
 
 type Outcome = { ok: true; value: unknown } | { ok: false; error: unknown };
-
-/** Set while a unit's work runs, so that a nested `run` fails at once instead of never starting. */
-const insideUnit = new AsyncLocalStorage<true>();
 
 // Run once or twice per write, so compiled once.
 const SAVEPOINT = CompiledQuery.raw('savepoint unit');
@@ -41,7 +37,8 @@ const ROLLBACK_TO = CompiledQuery.raw('rollback to unit');
  * while a batch runs form the next one. Work must use only the `trx` it is given and must not
  * swallow database errors: SQLite has one connection, so a unit that waits for anything else
  * holds up every query of the process, and a nested `run` (or a query through `db` instead of
- * `trx`) could never start; a nested `run` throws instead of waiting forever.
+ * `trx`) would wait forever. (An AsyncLocalStorage guard against nesting was tried: its promise
+ * hooks cost a tenth of every request's CPU.)
  *
  * PostgreSQL does not use this: each transaction there has its own pooled connection, and the
  * server groups WAL flushes itself.
@@ -60,9 +57,6 @@ export class GroupCommit<DB> {
 
   /** Runs `work` in a shared transaction; settles once that transaction has committed. */
   run<T>(work: TransactionWork<DB, T>): Promise<T> {
-    if (insideUnit.getStore()) {
-      return Promise.reject(new Error('storage.transact was called inside a transaction; use the trx it was given'));
-    }
     return new Promise<T>((resolve, reject) => {
       this.#queue.push({ work, resolve: resolve as (value: unknown) => void, reject });
       if (!this.#draining) {
@@ -87,7 +81,7 @@ export class GroupCommit<DB> {
       const unit = batch[0]!;
       await this.#db
         .transaction()
-        .execute((trx) => insideUnit.run(true, () => unit.work(trx)))
+        .execute(unit.work)
         .then(unit.resolve, unit.reject);
       return;
     }
@@ -97,7 +91,7 @@ export class GroupCommit<DB> {
         for (const unit of batch) {
           await trx.executeQuery(SAVEPOINT);
           try {
-            const value = await insideUnit.run(true, () => unit.work(trx));
+            const value = await unit.work(trx);
             await trx.executeQuery(RELEASE);
             outcomes.push({ ok: true, value });
           } catch (error) {
