@@ -71,12 +71,20 @@ async function ownerOf(trx: Executor, change: Change): Promise<Actor> {
 
 /** The change listener resources with an `event` notify: their changes become deliveries. */
 export function outboxListener({ storage, publicUrl, wake }: OutboxOptions): ChangeListener {
-  // Asked on every change, so compiled once (issue #6 profile).
+  // Asked for every change, so compiled once, and once per transaction: on SQLite the
+  // transaction holds the write lock, so no webhook can change under it, and a group commit
+  // (db/group-commit.ts) runs many changes in one (issue #6 profile).
   const activeHooks = storage.db.selectFrom('webhooks').select(['id', 'events']).where('active', '=', 1).compile();
+  const hooksOf = new WeakMap<Executor, Promise<Array<{ id: number; events: string }>>>();
   return async function writeEventDeliveries(trx, change) {
     const event = change.resource.event;
     if (!event) return;
-    const { rows: hooks } = await trx.executeQuery(activeHooks);
+    let lookup = hooksOf.get(trx);
+    if (lookup === undefined) {
+      lookup = trx.executeQuery(activeHooks).then(({ rows }) => rows);
+      hooksOf.set(trx, lookup);
+    }
+    const hooks = await lookup;
     const matching = hooks.filter((hook) => subscribes(hook.events, event));
     if (matching.length === 0) return;
     const body = JSON.stringify(eventPayload(event, change, { publicUrl, owner: await ownerOf(trx, change) }));
