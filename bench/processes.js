@@ -62,10 +62,10 @@ export class Processes {
     return url.toString();
   }
 
-  /** Spawns `node script ...args` (or forks it with IPC), tracked until it exits. */
-  start(name, script, args, env, { ipc = false } = {}) {
+  /** Spawns `node [nodeArgs] script ...args` (or forks it with IPC), tracked until it exits. */
+  start(name, script, args, env, { ipc = false, nodeArgs = [] } = {}) {
     const options = { env, stdio: ipc ? ['ignore', 'pipe', 'pipe', 'ipc'] : ['ignore', 'pipe', 'pipe'] };
-    const child = ipc ? fork(script, args, options) : spawn(process.execPath, [script, ...args], options);
+    const child = ipc ? fork(script, args, nodeArgs.length ? { ...options, execArgv: nodeArgs } : options) : spawn(process.execPath, [...nodeArgs, script, ...args], options);
     let output = '';
     child.stdout.on('data', (chunk) => (output = tail(output + chunk.toString(), 20_000)));
     child.stderr.on('data', (chunk) => (output = tail(output + chunk.toString(), 20_000)));
@@ -88,9 +88,9 @@ export class Processes {
    * LOG_LEVEL=warn prints no "Server listening" line (that is an info log), so readiness is
    * either that line or an answer to GET `readyPath`.
    */
-  async startServer(name, script, args, env, { readyPath = '/healthz', timeoutMs = 30_000 } = {}) {
+  async startServer(name, script, args, env, { readyPath = '/healthz', timeoutMs = 30_000, nodeArgs = [] } = {}) {
     const port = await freePort();
-    const handle = this.start(name, script, args, { ...env, HOST: '127.0.0.1', PORT: String(port) });
+    const handle = this.start(name, script, args, { ...env, HOST: '127.0.0.1', PORT: String(port) }, { nodeArgs });
     const url = `http://127.0.0.1:${port}`;
     const deadline = Date.now() + timeoutMs;
     while (Date.now() < deadline) {

@@ -39,8 +39,8 @@ export function restwireEnv(store, extra = {}) {
 }
 
 /** `restwire serve` on a free port of 127.0.0.1; resolves once /healthz answers. */
-export function startServe(processes, env, name = 'restwire serve', args = ['serve']) {
-  return processes.startServer(name, BIN, args, env, { readyPath: '/healthz' });
+export function startServe(processes, env, name = 'restwire serve', args = ['serve'], nodeArgs = []) {
+  return processes.startServer(name, BIN, args, env, { readyPath: '/healthz', nodeArgs });
 }
 
 /**

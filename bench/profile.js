@@ -1,0 +1,135 @@
+// Where a request's time goes: restwire alone, one request shape at a time, with the server's
+// own CPU time per request (user and kernel, from /proc) and, with --prof, a V8 CPU profile
+// summarised by function. Not a comparison with the baseline: that is `npm run bench`.
+//
+//   node bench/profile.js --scenario get --scenario post [--duration 8] [--prof] [--top 30]
+//
+// Scenarios: root (GET /api/v1/, the pipeline without a database read), get (one experience),
+// page (a page of 100), post (create with Bearer), basic (create with Basic).
+// BENCH_DATABASE_URL / BENCH_REDIS_URL as for `npm run bench`. Needs Linux for the CPU figures.
+import { copyFileSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import autocannon from 'autocannon';
+import { Processes } from './processes.js';
+import { EXPERIENCE, basicAuth, bearerAuth, freshStore, restwireEnv, seedExperiences, startServe } from './restwire.js';
+
+const SCENARIOS = {
+  root: () => ({ path: '/api/v1/' }),
+  get: () => ({ path: '/api/v1/experiences/1/' }),
+  page: () => ({ path: '/api/v1/experiences/?limit=100' }),
+  post: (bearer) => create(bearer),
+  basic: () => create(basicAuth),
+};
+
+function create(authorization) {
+  return {
+    path: '/api/v1/experiences/',
+    method: 'POST',
+    headers: { authorization, 'content-type': 'application/json' },
+    body: JSON.stringify(EXPERIENCE),
+  };
+}
+
+/** User and kernel CPU seconds a process has used so far (Linux), or null. */
+function cpuSeconds(pid) {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+    const ticks = 100; // USER_HZ, 100 on every Linux Node runs on
+    return { user: Number(fields[11]) / ticks, system: Number(fields[12]) / ticks };
+  } catch {
+    return null;
+  }
+}
+
+/** The heaviest functions of a .cpuprofile, by self time and by time including callees. */
+function summarise(file, top) {
+  const profile = JSON.parse(readFileSync(file, 'utf8'));
+  const nodes = new Map(profile.nodes.map((node) => [node.id, node]));
+  const parent = new Map();
+  for (const node of profile.nodes) for (const child of node.children ?? []) parent.set(child, node.id);
+  const label = ({ callFrame: f }) =>
+    `${f.functionName || '(anonymous)'} ${f.url.replace(/^.*node_modules\//, '').replace(/^file:\/\/.*?\/(dist|src)\//, '$1/')}:${f.lineNumber + 1}`;
+  const sampled = new Map();
+  let total = 0;
+  profile.samples.forEach((id, index) => {
+    const delta = profile.timeDeltas[index] ?? 0;
+    sampled.set(id, (sampled.get(id) ?? 0) + delta);
+    total += delta;
+  });
+  const self = new Map();
+  const inclusive = new Map();
+  for (const [id, time] of sampled) {
+    const own = label(nodes.get(id));
+    self.set(own, (self.get(own) ?? 0) + time);
+    const seen = new Set();
+    for (let at = id; at !== undefined; at = parent.get(at)) {
+      const name = label(nodes.get(at));
+      if (!seen.has(name)) inclusive.set(name, (inclusive.get(name) ?? 0) + time);
+      seen.add(name);
+    }
+  }
+  const print = (title, times) => {
+    console.log(`\n${title}`);
+    for (const [name, time] of [...times].sort((a, b) => b[1] - a[1]).slice(0, top)) {
+      console.log(`${((100 * time) / total).toFixed(1).padStart(6)} %  ${name}`);
+    }
+  };
+  print('self time', self);
+  print('including callees', inclusive);
+}
+
+async function main() {
+  const { values } = parseArgs({
+    options: {
+      scenario: { type: 'string', multiple: true, default: ['get'] },
+      duration: { type: 'string', default: '8' },
+      connections: { type: 'string', default: '50' },
+      prof: { type: 'boolean', default: false },
+      top: { type: 'string', default: '30' },
+    },
+  });
+  for (const name of values.scenario) if (!SCENARIOS[name]) throw new Error(`unknown scenario ${name}; one of ${Object.keys(SCENARIOS).join(', ')}`);
+  const processes = new Processes();
+  process.once('exit', () => processes.cleanUpNow());
+  try {
+    const store = await freshStore(processes, { databaseUrl: process.env.BENCH_DATABASE_URL, redisUrl: process.env.BENCH_REDIS_URL });
+    const profileDir = processes.tempDir('restwire-profile-');
+    const nodeArgs = values.prof ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [];
+    const server = await startServe(processes, restwireEnv(store), 'restwire serve', ['serve'], nodeArgs);
+    const bearer = await bearerAuth(server);
+    await seedExperiences(server, bearer.authorization ?? basicAuth, 150);
+    console.log(`restwire on ${store.backend}${store.redisUrl ? ' + Redis' : ''}, ${values.connections} connections, ${values.duration} s per scenario after 2 s warm-up`);
+    for (const name of values.scenario) {
+      const { path, ...request } = SCENARIOS[name](bearer.authorization ?? basicAuth);
+      const options = { url: `${server.url}${path}`, connections: Number(values.connections), ...request };
+      await autocannon({ ...options, duration: 2 });
+      const before = cpuSeconds(server.pid);
+      const result = await autocannon({ ...options, duration: Number(values.duration) });
+      const after = cpuSeconds(server.pid);
+      const perRequest = (seconds) => ((seconds * 1e6) / result.requests.total).toFixed(1);
+      const cpu = before && after
+        ? `server CPU ${perRequest(after.user + after.system - before.user - before.system)} µs/request (kernel ${perRequest(after.system - before.system)})`
+        : 'server CPU n/a';
+      console.log(`${name.padEnd(5)} ${Math.round(result.requests.mean)} req/s, p50 ${result.latency.p50} ms, p99 ${result.latency.p99} ms, non-2xx ${result.non2xx}; ${cpu}`);
+    }
+    await server.stop();
+    if (values.prof) {
+      const [file] = readdirSync(profileDir).filter((name) => name.endsWith('.cpuprofile'));
+      if (!file) throw new Error('the server wrote no profile');
+      const outDir = new URL('./out/', import.meta.url).pathname;
+      mkdirSync(outDir, { recursive: true });
+      const kept = join(outDir, 'restwire.cpuprofile');
+      copyFileSync(join(profileDir, file), kept);
+      console.log(`\nprofile: ${kept} (open in Chrome DevTools › Performance, or speedscope)`);
+      summarise(kept, Number(values.top));
+    }
+  } finally {
+    await processes.cleanUp();
+  }
+}
+
+main().catch((error) => {
+  console.error(`profile: ${error.stack ?? error}`);
+  process.exitCode = 1;
+});
