@@ -479,35 +479,3 @@ describe.each(BACKENDS)('sign-in on %s', (backend) => {
     }
   });
 });
-
-describe.runIf(process.env.TEST_REDIS_URL)('login throttling shared through Redis', () => {
-  const prefix = `restwire-test-auth-${randomBytes(4).toString('hex')}`;
-  let database: TestDatabase;
-  let servers: RunningServer[] = [];
-
-  beforeAll(async () => {
-    database = await createTestDatabase('sqlite');
-    const env = { REDIS_URL: process.env.TEST_REDIS_URL!, REDIS_KEY_PREFIX: prefix };
-    servers = [await startServer(database, { env }), await startServer(database, { env })];
-    await createUser(database, 'shared', 'shared-password-1');
-  });
-  afterAll(async () => {
-    for (const server of servers) await server.stop();
-    await database?.drop();
-    const { Redis } = await import('ioredis');
-    const redis = new Redis(process.env.TEST_REDIS_URL!);
-    const keys = await redis.keys(`${prefix}:*`);
-    if (keys.length) await redis.del(...keys);
-    await redis.quit();
-  });
-
-  it('counts the failures of every process against one limit', async () => {
-    const attempt = (server: RunningServer, password: string) =>
-      fetch(`${server.url}/api/v1/auth/token/`, { method: 'POST', headers: { 'content-type': FORM }, body: form({ username: 'shared', password }) });
-    for (let i = 0; i < 10; i++) expect((await attempt(servers[i % 2]!, 'wrong')).status).toBe(401);
-    expect((await attempt(servers[0]!, 'wrong')).status).toBe(429);
-    const right = await attempt(servers[1]!, 'shared-password-1');
-    expect(right.status).toBe(429);
-    expect(Number(right.headers.get('retry-after'))).toBeGreaterThan(800);
-  });
-});
