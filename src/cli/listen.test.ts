@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { request } from 'undici';
-import { createGuardedAgent } from '../webhooks/address-guard.js';
+import { createGuardedAgent } from '../webhooks/guarded-agent.js';
 import { InvalidSecretError, generateSecret } from '../webhooks/secrets.js';
 import { sendAttempt } from '../webhooks/send-attempt.js';
 import { signDelivery } from '../webhooks/signing.js';

@@ -7,11 +7,11 @@ import {
   TargetRefusedError,
   checkTargetUrl,
   classifyAddress,
-  createGuardedAgent,
   isAddressAllowed,
   type AddressClass,
   type ResolveHost,
 } from './address-guard.js';
+import { createGuardedAgent } from './guarded-agent.js';
 
 const answers = (...addresses: string[]): LookupAddress[] =>
   addresses.map((address) => ({ address, family: address.includes(':') ? 6 : 4 }));

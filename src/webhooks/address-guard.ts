@@ -1,11 +1,11 @@
 import { promises as dns, type LookupAddress } from 'node:dns';
-import { isIP, type LookupFunction } from 'node:net';
+import { isIP } from 'node:net';
 import ipaddr from 'ipaddr.js';
-import { Agent, buildConnector } from 'undici';
 
 // SSRF protection for webhook targets (API.md §4 Subscriptions, §6 "Webhook records"): private,
 // loopback, link-local and metadata addresses are refused at creation and again at send time,
-// after DNS resolution; WEBHOOK_ALLOW_PRIVATE=true admits private and loopback ranges only.
+// after DNS resolution (guarded-agent.ts); WEBHOOK_ALLOW_PRIVATE=true admits private and
+// loopback ranges only.
 
 /** What an IP address is, as far as sending a webhook to it is concerned. */
 export type AddressClass = 'public' | 'private' | 'loopback' | 'link-local' | 'metadata' | 'reserved';
@@ -127,7 +127,7 @@ const DESCRIPTIONS: Record<AddressClass, string> = {
 };
 
 /** The refusal for `ip`, or null when it is allowed; the message says what would change it. */
-function refusalFor(ip: string, options: GuardOptions): TargetRefusedError | null {
+export function refusalFor(ip: string, options: GuardOptions): TargetRefusedError | null {
   if (isAddressAllowed(ip, options)) return null;
   const kind = classifyAddress(ip);
   const remedy =
@@ -138,7 +138,7 @@ function refusalFor(ip: string, options: GuardOptions): TargetRefusedError | nul
 }
 
 /** The first refusal among resolved addresses; a name with no address at all is refused too. */
-function refusalForAll(hostname: string, addresses: readonly LookupAddress[], options: GuardOptions) {
+export function refusalForAll(hostname: string, addresses: readonly LookupAddress[], options: GuardOptions) {
   if (addresses.length === 0) return new TargetRefusedError(`target_url host ${hostname} has no address`);
   for (const { address } of addresses) {
     const refusal = refusalFor(address, options);
@@ -147,7 +147,8 @@ function refusalForAll(hostname: string, addresses: readonly LookupAddress[], op
   return null;
 }
 
-const systemResolve: ResolveHost = (hostname) => dns.lookup(hostname, { all: true });
+/** The system resolver, every address of a name (what Node itself connects with). */
+export const systemResolve: ResolveHost = (hostname) => dns.lookup(hostname, { all: true });
 
 /** Options for `checkTargetUrl`. */
 export interface CheckTargetOptions extends GuardOptions {
@@ -191,55 +192,4 @@ export async function checkTargetUrl(url: string, { allowPrivate, lookup = syste
   }
   const refusal = refusalForAll(host, addresses, options);
   if (refusal) throw refusal;
-}
-
-/** Options for `createGuardedAgent`. */
-export interface GuardedAgentOptions extends GuardOptions {
-  /** Time allowed to establish a connection, in milliseconds (default 10 000). */
-  connectTimeoutMs?: number;
-  /** Name resolution to use instead of the system's (for tests). */
-  lookup?: ResolveHost;
-}
-
-/**
- * An undici Agent that checks every address at connect time, after its own DNS resolution, so
- * a name that resolved to a public address at creation cannot be re-pointed inside (DNS rebinding).
- */
-export function createGuardedAgent({
-  allowPrivate,
-  connectTimeoutMs = 10_000,
-  lookup = systemResolve,
-}: GuardedAgentOptions): Agent {
-  const options = { allowPrivate };
-
-  const guardedLookup: LookupFunction = function guardedLookup(hostname, lookupOptions, callback) {
-    const family = lookupOptions.family === 'IPv4' ? 4 : lookupOptions.family === 'IPv6' ? 6 : lookupOptions.family;
-    lookup(hostname).then(
-      (all) => {
-        const addresses = family === 4 || family === 6 ? all.filter((a) => a.family === family) : [...all];
-        const refusal = refusalForAll(hostname, addresses, options);
-        const [first] = addresses;
-        if (refusal || !first) callback(refusal, '');
-        // Node asks for every address when it races IPv4 and IPv6 (autoSelectFamily), else one.
-        else if (lookupOptions.all) callback(null, addresses);
-        else callback(null, first.address, first.family);
-      },
-      (error: NodeJS.ErrnoException) => callback(error, ''),
-    );
-  };
-
-  const connectSocket = buildConnector({ timeout: connectTimeoutMs, lookup: guardedLookup });
-  return new Agent({
-    // Node never calls `lookup` for an IP literal, so literals are checked here before connecting.
-    connect: function guardedConnect(connectOptions, callback) {
-      if (isIP(connectOptions.hostname) !== 0) {
-        const refusal = refusalFor(connectOptions.hostname, options);
-        if (refusal) {
-          callback(refusal, null);
-          return;
-        }
-      }
-      connectSocket(connectOptions, callback);
-    },
-  });
 }

@@ -11,11 +11,9 @@ import {
   releaseLeases,
 } from '../db/delivery-queue.js';
 import type { DeliveryRow } from '../db/schema.js';
-import { createGuardedAgent } from './address-guard.js';
 import { createDeliveryMetrics, type DeliveryMetrics } from './delivery-metrics.js';
 import { disableWebhook, recordAttempts, type AttemptRecord } from './record-attempt.js';
 import { createSecretBox, type SecretBox } from './secrets.js';
-import { sendAttempt } from './send-attempt.js';
 import { signDelivery } from './signing.js';
 
 /**
@@ -53,6 +51,12 @@ interface WebhookTarget {
   secrets: string[];
 }
 
+/** What sends: the SSRF-guarded agent and one attempt through it. */
+interface Transport {
+  agent: Agent;
+  sendAttempt: typeof import('./send-attempt.js').sendAttempt;
+}
+
 /** A claimed delivery waiting for a slot of its webhook. */
 interface Claimed {
   delivery: DeliveryRow;
@@ -69,7 +73,11 @@ export class Dispatcher {
   private readonly maxHeld: number;
   private readonly perWebhook: number;
   private readonly timeoutMs: number;
-  private readonly agent: Agent;
+  /**
+   * The guarded undici agent and the sender, loaded with the first attempt: undici is a tenth of
+   * an idle process's memory, and a `serve` that never delivers need not carry it (issue #6).
+   */
+  private transport: Promise<Transport> | null = null;
   private readonly lanes = new Map<number, Lane>();
   /** Deliveries claimed by this process and not yet recorded (in flight or waiting). */
   private held = 0;
@@ -88,7 +96,6 @@ export class Dispatcher {
     this.maxHeld = options.maxInFlight ?? 512;
     this.perWebhook = options.perWebhook ?? 16;
     this.timeoutMs = options.timeoutMs ?? 10_000;
-    this.agent = createGuardedAgent({ allowPrivate: options.allowPrivate, connectTimeoutMs: this.timeoutMs });
   }
 
   /** Starts claiming; on SQLite first takes back leases a killed process left behind. */
@@ -130,7 +137,7 @@ export class Dispatcher {
     await Promise.all(this.attempts);
     await this.flush();
     await this.stopListening();
-    await this.agent.close();
+    if (this.transport) await (await this.transport).agent.close();
   }
 
   private async run(): Promise<void> {
@@ -258,6 +265,14 @@ export class Dispatcher {
     }
   }
 
+  private loadTransport(): Promise<Transport> {
+    this.transport ??= Promise.all([import('./guarded-agent.js'), import('./send-attempt.js')]).then(([guarded, send]) => ({
+      agent: guarded.createGuardedAgent({ allowPrivate: this.options.allowPrivate, connectTimeoutMs: this.timeoutMs }),
+      sendAttempt: send.sendAttempt,
+    }));
+    return this.transport;
+  }
+
   private async attempt(delivery: DeliveryRow, target: WebhookTarget): Promise<void> {
     const headers = {
       'x-service-delivery': delivery.guid,
@@ -271,11 +286,12 @@ export class Dispatcher {
         secrets: target.secrets,
       }),
     };
+    const { agent, sendAttempt } = await this.loadTransport();
     const outcome = await sendAttempt({
       url: target.url,
       headers,
       body: delivery.payload,
-      dispatcher: this.agent,
+      dispatcher: agent,
       timeoutMs: this.timeoutMs,
     });
     this.options.metrics?.observeAttempt(outcome);

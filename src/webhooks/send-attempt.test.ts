@@ -2,7 +2,7 @@ import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { VERSION } from '../version.js';
-import { createGuardedAgent } from './address-guard.js';
+import { createGuardedAgent } from './guarded-agent.js';
 import { RESPONSE_BODY_LIMIT, sendAttempt } from './send-attempt.js';
 import { generateSecret } from './secrets.js';
 import { signDelivery } from './signing.js';

@@ -18,7 +18,7 @@ export interface AttemptRequest {
   body: string;
   /** Limit for the whole attempt, connect to last byte, in milliseconds (default 10 000). */
   timeoutMs?: number;
-  /** Required so that no send can bypass the SSRF guard: pass `createGuardedAgent(…)`. */
+  /** Required so that no send can bypass the SSRF guard: pass `createGuardedAgent(…)` (guarded-agent.ts). */
   dispatcher: Dispatcher;
 }
 
