@@ -18,9 +18,10 @@ import {
 const BASELINE = fileURLToPath(new URL('./baseline.js', import.meta.url));
 const SEED = 150; // ≥ 100, so the page of 100 is full and has a `next`
 
-const GET_ONE = { path: '/api/v1/experiences/1/' };
-const GET_PAGE = { path: '/api/v1/experiences/?limit=100' };
-const post = (authorization) => ({
+/** The request shapes, shared with bench/profile.js. */
+export const GET_ONE = { path: '/api/v1/experiences/1/' };
+export const GET_PAGE = { path: '/api/v1/experiences/?limit=100' };
+export const post = (authorization) => ({
   path: '/api/v1/experiences/',
   method: 'POST',
   headers: { 'content-type': 'application/json', ...(authorization ? { authorization } : {}) },

@@ -62,16 +62,14 @@ export async function measureAlternating(server, requests, load, rounds = 2) {
     for (const [index, request] of requests.entries()) slices[index].push(await measure(server, request, slice));
   }
   return slices.map((parts) => {
-    const requestsTotal = parts.reduce((sum, part) => sum + part.requests, 0);
-    const seconds = parts.reduce((sum, part) => sum + part.seconds, 0);
     const add = (name) => parts.reduce((sum, part) => sum + part[name], 0);
     const statusCodes = {};
     for (const part of parts) for (const [code, count] of Object.entries(part.statusCodes)) statusCodes[code] = (statusCodes[code] ?? 0) + count;
     const peaks = parts.map((part) => part.peakRssMiB);
     return {
-      requestsPerSecond: Math.round(requestsTotal / seconds),
-      requests: requestsTotal,
-      seconds,
+      requestsPerSecond: Math.round(add('requests') / add('seconds')),
+      requests: add('requests'),
+      seconds: add('seconds'),
       p50Ms: Math.round((parts.reduce((sum, part) => sum + part.p50Ms, 0) / parts.length) * 10) / 10,
       p99Ms: Math.max(...parts.map((part) => part.p99Ms)),
       non2xx: add('non2xx'),

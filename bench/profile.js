@@ -11,25 +11,17 @@ import { copyFileSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import autocannon from 'autocannon';
+import { GET_ONE, GET_PAGE, post } from './http-scenarios.js';
 import { Processes } from './processes.js';
-import { EXPERIENCE, basicAuth, bearerAuth, freshStore, restwireEnv, seedExperiences, startServe } from './restwire.js';
+import { basicAuth, bearerAuth, freshStore, restwireEnv, seedExperiences, startServe } from './restwire.js';
 
 const SCENARIOS = {
   root: () => ({ path: '/api/v1/' }),
-  get: () => ({ path: '/api/v1/experiences/1/' }),
-  page: () => ({ path: '/api/v1/experiences/?limit=100' }),
-  post: (bearer) => create(bearer),
-  basic: () => create(basicAuth),
+  get: () => GET_ONE,
+  page: () => GET_PAGE,
+  post: (bearer) => post(bearer),
+  basic: () => post(basicAuth),
 };
-
-function create(authorization) {
-  return {
-    path: '/api/v1/experiences/',
-    method: 'POST',
-    headers: { authorization, 'content-type': 'application/json' },
-    body: JSON.stringify(EXPERIENCE),
-  };
-}
 
 /** User and kernel CPU seconds a process has used so far (Linux), or null. */
 function cpuSeconds(pid) {

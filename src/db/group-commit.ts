@@ -46,7 +46,7 @@ const ROLLBACK_TO = CompiledQuery.raw('rollback to unit');
 export class GroupCommit<DB> {
   readonly #db: Kysely<DB>;
   readonly #maxBatch: number;
-  #queue: Unit<DB>[] = [];
+  readonly #queue: Unit<DB>[] = [];
   #draining = false;
 
   constructor(db: Kysely<DB>, { maxBatch = 64 }: { maxBatch?: number } = {}) {
@@ -68,9 +68,7 @@ export class GroupCommit<DB> {
 
   async #drain(): Promise<void> {
     while (this.#queue.length > 0) {
-      const batch = this.#queue.length <= this.#maxBatch ? this.#queue : this.#queue.slice(0, this.#maxBatch);
-      this.#queue = batch === this.#queue ? [] : this.#queue.slice(this.#maxBatch);
-      await this.#commit(batch);
+      await this.#commit(this.#queue.splice(0, this.#maxBatch));
     }
     this.#draining = false;
   }

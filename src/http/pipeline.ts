@@ -121,11 +121,12 @@ export function createPipeline({ authenticators, throttle }: PipelineOptions) {
     if (!action.permission.hasPermission({ method, user: apiRequest.user })) throw permissionDenied(state.identity);
     // Asked before the action reads, so what is filed under a version is never older than it.
     const version = action.version && (method === 'GET' || method === 'HEAD') ? await action.version(apiRequest) : null;
-    const key = version === null ? '' : `${state.mediaType} ${request.url}`;
-    let representation = version === null ? undefined : representations.get(version, key);
+    if (version === null) return send(request, reply, render(request, view, await action.handle(apiRequest)));
+    const key = `${state.mediaType} ${request.url}`;
+    let representation = representations.get(version, key);
     if (representation === undefined) {
       representation = render(request, view, await action.handle(apiRequest));
-      if (version !== null && representation.status === 200) representations.set(version, key, representation);
+      if (representation.status === 200) representations.set(version, key, representation);
     }
     send(request, reply, representation);
   }
