@@ -7,7 +7,7 @@ import { UserStore } from './auth/users.js';
 import type { Config } from './config.js';
 import type { Storage } from './db/database.js';
 import { createMetrics, type Metrics } from './http/metrics.js';
-import { buildOpenApi } from './http/openapi.js';
+import { buildOpenApi } from './resources/openapi.js';
 import { registerOperations } from './http/operations.js';
 import { CursorCodec } from './http/pagination.js';
 import { BODY_LIMIT } from './http/parsers.js';
@@ -16,16 +16,17 @@ import { frameworkErrorHandler, notFoundHandler, problemHandler } from './http/p
 import { METHODS, type View } from './http/view.js';
 import { authViews, withSignup } from './resources/auth-views.js';
 import { docsViews } from './resources/docs.js';
-import { experiences } from './resources/experiences.js';
+import { buildRegistry, type Registry } from './resources/registry.js';
 import type { ChangeListener } from './resources/resource.js';
 import { rootView } from './resources/root.js';
-import { meView, users } from './resources/users.js';
-import { buildViewSet } from './resources/viewset.js';
+import { meView } from './resources/users.js';
+import { buildViewSet, type ViewSet } from './resources/viewset.js';
 import type { RedisStore } from './throttling/redis-store.js';
 import { RequestThrottle, memoryLimiter, type LimiterFactory } from './throttling/request-throttle.js';
 import { VERSION } from './version.js';
 import { deliveryLogViews } from './webhooks/deliveries-log.js';
 import { createDispatcher, type Dispatcher } from './webhooks/dispatcher.js';
+import { assignRepositoryIds } from './webhooks/events.js';
 import { outboxListener } from './webhooks/outbox.js';
 import { createSecretBox } from './webhooks/secrets.js';
 import { webhookViews } from './webhooks/subscriptions.js';
@@ -50,10 +51,9 @@ export interface AppOptions {
   readonly listeners?: readonly ChangeListener[];
   /** Called after a commit that queued deliveries, besides waking this process's dispatcher. */
   readonly onDeliveriesQueued?: () => void;
+  /** The collections served (default: the seed's `experiences`, as with no resources folder). */
+  readonly registry?: Registry;
 }
-
-/** The declared resources: their routes, webhook events and OpenAPI schemas all come from here. */
-const RESOURCES = [experiences, users];
 
 /** Which headers carry secrets: never logged (API.md §3 fine print; issue #3). */
 const REDACTED = ['req.headers.authorization', 'req.headers.cookie', 'req.headers["x-csrftoken"]'];
@@ -129,13 +129,24 @@ export async function buildApp(config: Config, storage: Storage, options: AppOpt
         onQueued();
       }
     : () => dispatcher.wake();
-  const listeners = [outboxListener({ storage, publicUrl: config.publicUrl, wake }), ...(options.listeners ?? [])];
-  const viewSetOptions = { storage, cursors, listeners };
-  const experienceViews = buildViewSet(experiences, viewSetOptions);
-  const userViews = buildViewSet(users, viewSetOptions);
+  // The registry drives everything below: routes, the root, events, related lists, OpenAPI.
+  const registry = options.registry ?? buildRegistry(null);
+  const repositoryIds = await assignRepositoryIds(storage, registry.collections);
+  const listeners = [outboxListener({ storage, publicUrl: config.publicUrl, wake, repositoryIds }), ...(options.listeners ?? [])];
+  const viewSets = new Map<string, ViewSet>();
+  const viewSetOptions = {
+    storage,
+    cursors,
+    listeners,
+    context: { form: false, publicUrl: config.publicUrl, collections: new Set(registry.all.map((resource) => resource.name)) },
+    collections: registry.all,
+    viewSets,
+  };
+  for (const resource of registry.all) viewSets.set(resource.name, buildViewSet(resource, viewSetOptions));
+  const userViews = viewSets.get('users')!;
   const views: View[] = [
-    rootView(['experiences', 'users', 'webhooks']),
-    ...experienceViews.views,
+    rootView([...registry.collections.map((resource) => resource.name), 'users', 'webhooks']),
+    ...registry.collections.flatMap((resource) => viewSets.get(resource.name)!.views),
     meView(userViews),
     // API.md §6: signup is a POST on the users collection only while ALLOW_SIGNUP is on (else 405).
     config.allowSignup ? withSignup(userViews.collection, userViews, userStore) : userViews.collection,
@@ -147,12 +158,17 @@ export async function buildApp(config: Config, storage: Storage, options: AppOpt
     secrets: secretBox,
     cursors,
     allowPrivate: config.webhookAllowPrivate,
-    eventNames: RESOURCES.flatMap((resource) => (resource.event ? [resource.event] : [])),
+    eventNames: registry.eventNames,
     wake,
   };
   views.push(...webhookViews(webhookOptions), ...deliveryLogViews(webhookOptions));
   // API.md §5: generated on first request from the declarations and every view registered here.
-  views.push(...docsViews(() => buildOpenApi({ resources: RESOURCES, views, version: VERSION })));
+  views.push(...docsViews(() => buildOpenApi({
+        resources: registry.all,
+        filters: new Map([...viewSets].map(([name, viewSet]) => [name, viewSet.filters])),
+        views,
+        version: VERSION,
+      })));
   for (const view of views) {
     server.route({ method: [...METHODS], url: view.path, config: { view }, handler: pipeline.dispatch });
   }

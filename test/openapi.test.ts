@@ -18,7 +18,7 @@ interface Doc {
   security: Array<Record<string, string[]>>;
 }
 
-const ERROR_STATUSES = ['400', '401', '403', '404', '405', '406', '412', '413', '415', '429'];
+const ERROR_STATUSES = ['400', '401', '403', '404', '405', '406', '409', '412', '413', '415', '429'];
 const RFC3339 = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)$/;
 
 // OpenAPI's storage is sqlite-or-postgres agnostic: the document comes from declarations and views.

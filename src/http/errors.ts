@@ -145,3 +145,10 @@ export class ServiceUnavailable extends ApiError {
   override readonly code = 'service_unavailable';
   override readonly title = 'Service unavailable';
 }
+
+/** The change conflicts with other records (a protected reference): nothing was changed. */
+export class Conflict extends ApiError {
+  override readonly status = 409;
+  override readonly code = 'conflict';
+  override readonly title = 'Conflict';
+}

@@ -4,6 +4,20 @@ import { ParseError, UnsupportedMediaType } from './errors.js';
 /** What a request body decodes to: field name → value, as DRF's `request.data`. */
 export type RequestData = Record<string, unknown>;
 
+// Form values are all strings; fields that read JSON or lists from one need to know.
+const FORM = Symbol('form');
+
+/** Whether a body came from a URL-encoded or multipart form. */
+export function isFormData(data: RequestData): boolean {
+  return (data as Record<symbol, unknown>)[FORM] === true;
+}
+
+function formData(): RequestData {
+  const data = Object.create(null) as Record<string | symbol, unknown>;
+  data[FORM] = true;
+  return data as RequestData;
+}
+
 /** The largest body read (API.md §1: over 1 MiB is a 413). Fastify enforces it while reading. */
 export const BODY_LIMIT = 1024 * 1024;
 
@@ -44,7 +58,7 @@ function parseJson(body: Buffer): RequestData {
  */
 function parseForm(body: Buffer): RequestData {
   const text = decodeUtf8(body);
-  const data: RequestData = Object.create(null) as RequestData;
+  const data = formData();
   for (const pair of text.split('&')) {
     if (pair === '') continue;
     const eq = pair.indexOf('=');
@@ -61,7 +75,7 @@ function parseForm(body: Buffer): RequestData {
 
 function parseMultipart(body: Buffer, contentType: string): Promise<RequestData> {
   return new Promise((resolve, reject) => {
-    const data: RequestData = Object.create(null) as RequestData;
+    const data = formData();
     let busboy: BusboyInstance;
     try {
       busboy = new Busboy({ headers: { 'content-type': contentType }, defCharset: 'utf8' });

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { allowAny } from '../auth/permissions.js';
-import { buildOpenApi } from '../http/openapi.js';
+import { buildOpenApi } from './openapi.js';
 import type { View } from '../http/view.js';
 import { renderDocsPage } from './docs.js';
 import { experiences } from './experiences.js';
@@ -15,7 +15,7 @@ describe('renderDocsPage', () => {
     actions: { GET: { permission: allowAny, handle: async () => ({ body: {} }) } },
   };
   const page = renderDocsPage(
-    buildOpenApi({ resources: [{ ...experiences, description: hostile }], views: [view], version: '1.0.0<b>', title: 'x"y' }),
+    buildOpenApi({ resources: [{ ...experiences, description: hostile }], filters: new Map(), views: [view], version: '1.0.0<b>', title: 'x"y' }),
   );
 
   it('escapes every text taken from declarations and views', () => {

@@ -7,7 +7,7 @@ import {
   type Reference,
   type ResponseObject,
   type SchemaObject,
-} from '../http/openapi.js';
+} from './openapi.js';
 import { escapeHtml, HTML_TYPE, JSON_TYPE } from '../http/renderers.js';
 import type { View } from '../http/view.js';
 

@@ -1,27 +1,24 @@
-import { and, authenticatedOrReadOnly, ownerOrReadOnly } from '../auth/permissions.js';
-import { text } from './fields.js';
-import { containsFilter, defineResource, exactFilter, integerFilter } from './resource.js';
+// The seed's one named collection (SEED.md §2; API.md §2), declared as any user's collection is.
+// Served when there is no resources folder; a folder that wants it re-exports it from 'restwire'.
 
-/** The seed's one named collection (SEED.md §2; API.md §2). */
-export const experiences = defineResource({
+import { and, authenticatedOrReadOnly, ownerOrReadOnly } from '../auth/permissions.js';
+import { field } from './fields.js';
+import { defineBuiltinResource } from './resource.js';
+
+export const experiences = defineBuiltinResource({
   name: 'experiences',
   label: 'Experience',
   description: 'Experiences people liked or disliked. Anyone reads; signed-in users create; owners change their own.',
-  table: 'experiences',
-  actions: ['list', 'create', 'retrieve', 'update', 'partial_update', 'destroy'],
-  permission: and(authenticatedOrReadOnly, ownerOrReadOnly),
   fields: {
-    title: text({ label: 'Title', maxLength: 200 }),
-    q_like_dislike: text({ label: 'Like or dislike', maxLength: 1000, multiline: true }),
+    title: field.string({ label: 'Title', maxLength: 200 }),
+    q_like_dislike: field.text({ label: 'Like or dislike', maxLength: 1000 }),
   },
-  owner: { field: 'owner', column: 'owner_id' },
-  timestamps: true,
-  orderings: { id: 'id', created_at: 'created_at', title: 'title' },
+  owner: true,
+  permission: and(authenticatedOrReadOnly, ownerOrReadOnly),
+  orderings: ['created_at', 'title'],
   defaultOrdering: '-id',
-  filters: {
-    owner: integerFilter('owner_id', 'Only records owned by this user id.'),
-    title: exactFilter('title', 'Only records with exactly this title.'),
-    search: containsFilter('title', 'Only records whose title contains this text, ignoring case.'),
-  },
+  filters: { owner: ['exact'], title: ['exact'] },
+  search: ['title'],
   event: 'experience',
+  eventId: 1,
 });

@@ -1,4 +1,4 @@
-import type { SelectQueryBuilder } from 'kysely';
+import { sql, type SelectQueryBuilder } from 'kysely';
 import { linkHeader, withQuery, type CursorCodec, type PageRequest, type SortValue } from '../http/pagination.js';
 import type { ApiResponse } from '../http/view.js';
 
@@ -20,8 +20,13 @@ export async function fetchKeysetPage<Row extends { id: number }>(
   base: SelectQueryBuilder<any, any, any>,
   page: PageRequest,
   link: { path: string; query: Readonly<Record<string, string>>; cursors: CursorCodec },
+  /** For a nullable ordering column: a value below every real one that NULL sorts as. */
+  nullsAs?: SortValue,
 ): Promise<KeysetPage<Row>> {
   const { ordering, position, limit } = page;
+  // NULL compares as unknown, which would drop rows from every page: a nullable column is
+  // walked as coalesce(column, a value below all others), so nulls come first ascending.
+  const key = nullsAs === undefined ? ordering.column : sql`coalesce(${sql.ref(ordering.column)}, ${nullsAs})`;
   // Walking back (a `previous` cursor) reads the other way from the position, then flips.
   const reverse = position?.reverse ?? false;
   const descending = ordering.descending !== reverse;
@@ -31,10 +36,10 @@ export async function fetchKeysetPage<Row extends { id: number }>(
   if (position) {
     const { value, id } = position;
     query = query.where((eb) =>
-      eb.or([eb(ordering.column, comparison, value), eb.and([eb(ordering.column, '=', value), eb('id', comparison, id)])]),
+      eb.or([eb(key, comparison, value), eb.and([eb(key, '=', value), eb('id', comparison, id)])]),
     );
   }
-  query = query.orderBy(ordering.column, direction);
+  query = query.orderBy(key, direction);
   if (ordering.column !== 'id') query = query.orderBy('id', direction);
   const fetched = (await query.limit(limit + 1).execute()) as Row[];
   const more = fetched.length > limit;
@@ -44,7 +49,7 @@ export async function fetchKeysetPage<Row extends { id: number }>(
   const cursorAt = (row: Row, back: boolean) =>
     link.cursors.encode({
       ordering: ordering.name,
-      value: (row as Record<string, unknown>)[ordering.column] as SortValue,
+      value: ((row as Record<string, unknown>)[ordering.column] ?? nullsAs) as SortValue,
       id: row.id,
       reverse: back,
     });

@@ -1,44 +1,253 @@
+// Declarations: a collection stated as data (RESOURCES.md §1). `defineResource` checks what it can
+// alone (names, options, orderings and filters naming real fields) and throws a DeclarationError
+// naming the collection and the field; `registry.ts` checks what needs every collection at once
+// (reference targets, duplicate names and events) and adds the file name.
+
 import type { Kysely, Transaction } from 'kysely';
-import type { Permission } from '../auth/permissions.js';
+import { and, authenticatedOrReadOnly, ownerOrReadOnly, type Permission } from '../auth/permissions.js';
 import type { User } from '../auth/user.js';
 import type { Database } from '../db/schema.js';
-import type { WritableField } from './fields.js';
+import { isField, optionsOf, FIELD_TYPES, type Field } from './fields.js';
 
 /** The viewset actions a resource can offer (DRF's names). */
 export type ActionName = 'list' | 'create' | 'retrieve' | 'update' | 'partial_update' | 'destroy';
+const ALL_ACTIONS: readonly ActionName[] = ['list', 'create', 'retrieve', 'update', 'partial_update', 'destroy'];
 
-/** A list filter: a query parameter turned into a condition, or a 400 for a bad value. */
-export interface Filter {
-  readonly description: string;
-  readonly schema: Record<string, unknown>;
-  /** Returns the condition's parts, or an error message for a bad value. */
-  parse(value: string): { column: string; op: '=' | 'contains'; value: string | number } | { error: string };
-}
+/** Filter lookups (Django's names): `exact` is `?year=1999`, the others `?year__gte=1990`. */
+export const LOOKUPS = ['exact', 'contains', 'icontains', 'gt', 'gte', 'lt', 'lte', 'in', 'isnull'] as const;
+export type Lookup = (typeof LOOKUPS)[number];
 
-/** A read-only column shown as-is (e.g. a user's `username`). */
-export interface ReadOnlyField {
-  readonly label: string;
-  readonly schema: Record<string, unknown>;
-}
-
-/** A reverse relation shown as a list of paths (e.g. a user's `experiences`). */
+/** A reverse relation: the paths of the records of `collection` whose `field` refers to this one. */
 export interface RelatedList {
-  readonly table: keyof Database;
-  /** The column in `table` that points at this resource's id. */
-  readonly column: string;
-  /** The collection the related records live in, for their paths. */
   readonly collection: string;
+  /** A `reference` or `references` field of `collection`, or `owner`. */
+  readonly field: string;
 }
 
-/** Who owns a record: a column holding a user id, shown as a path under `users`. */
-export interface OwnerField {
-  readonly field: string;
-  readonly column: string;
+/** What a user writes in `defineResource({...})` (RESOURCES.md §1). */
+export interface ResourceOptions {
+  /** The collection's path segment and table, `[a-z][a-z0-9_]*`. */
+  name: string;
+  /** One record's name (default: the name, capitalised, without a trailing `s`). */
+  label?: string;
+  description?: string;
+  fields: Record<string, Field>;
+  /** A read-only `owner` path, set to the creating user (default false). */
+  owner?: boolean;
+  /** Who may do what (default: anyone reads, signed-in users write, owners change their own). */
+  permission?: Permission;
+  /** Field names the list may be ordered by, besides `id` (each also with `-`). */
+  orderings?: string[];
+  /** Default `-id`. */
+  defaultOrdering?: string;
+  /** Field → the lookups offered as query parameters. */
+  filters?: Record<string, Lookup[]>;
+  /** Text fields `?search=` looks in (case-insensitive substring), as DRF's SearchFilter. */
+  search?: string[];
+  /** The webhook event name this collection's changes raise; none if absent. */
+  event?: string;
+  /** Fixes `repository.id` in event bodies (otherwise assigned once and kept). */
+  eventId?: number;
+  /** Reverse lists: name → the collection and field that refer to this one. */
+  related?: Record<string, RelatedList>;
+  /** `created_at` / `updated_at` (default true). */
+  timestamps?: boolean;
+  /** Default: all six. */
+  actions?: ActionName[];
+}
+
+const RESOURCE = Symbol.for('restwire.resource');
+
+/** A checked declaration, as the viewset, migrations, OpenAPI and events read it. */
+export interface Resource {
+  readonly [RESOURCE]: true;
+  readonly name: string;
+  readonly label: string;
+  readonly description: string;
+  /** The table; restwire's own `users` keeps extra columns the declaration does not name. */
+  readonly table: string;
+  readonly actions: readonly ActionName[];
+  readonly permission: Permission;
+  readonly fields: Readonly<Record<string, Field>>;
+  readonly owner: boolean;
+  readonly timestamps: boolean;
+  /** Public ordering names (`id`, fields, timestamps) → the field they order by. */
+  readonly orderings: readonly string[];
+  readonly defaultOrdering: string;
+  readonly filters: Readonly<Record<string, readonly Lookup[]>>;
+  readonly search: readonly string[];
+  readonly event: string | undefined;
+  readonly eventId: number | undefined;
+  readonly related: Readonly<Record<string, RelatedList>>;
+  /** restwire's own collections: their tables come from restwire's migrations, not the user's. */
+  readonly builtin: boolean;
+}
+
+/** A declaration that cannot be served; the message names the collection and the field. */
+export class DeclarationError extends Error {
+  constructor(
+    readonly collection: string,
+    readonly field: string | null,
+    problem: string,
+  ) {
+    super(`collection "${collection}"${field ? `, field "${field}"` : ''}: ${problem}`);
+    this.name = 'DeclarationError';
+  }
+}
+
+export const NAME = /^[a-z][a-z0-9_]*$/;
+/** Names restwire's own routes use (RESOURCES.md §1). */
+export const RESERVED = new Set(['users', 'webhooks', 'auth', 'docs', 'openapi.json', 'events']);
+const OPTION_NAMES = new Set([
+  'name', 'label', 'description', 'fields', 'owner', 'permission', 'orderings', 'defaultOrdering', 'filters',
+  'search', 'event', 'eventId', 'related', 'timestamps', 'actions',
+]);
+/** Columns every record may have besides its fields; no field may take their names. */
+const IMPLICIT = new Set(['url', 'id', 'owner', 'created_at', 'updated_at']);
+
+/** Whether a value is a declaration made by `defineResource` (across copies of the package). */
+export function isResource(value: unknown): value is Resource {
+  return typeof value === 'object' && value !== null && (value as Record<symbol, unknown>)[RESOURCE] === true;
+}
+
+function defaultLabel(name: string): string {
+  const singular = name.endsWith('ies') ? `${name.slice(0, -3)}y` : name.endsWith('s') ? name.slice(0, -1) : name;
+  return singular.split('_').map((word) => word.charAt(0).toUpperCase() + word.slice(1)).join(' ');
+}
+
+/**
+ * Declares a collection (RESOURCES.md §1); export it as the default of a file in the resources
+ * folder. Checked here, at start-up: a mistake is an error naming the collection and the field.
+ *
+ * @example
+ * import { defineResource, field } from 'restwire';
+ * export default defineResource({
+ *   name: 'books',
+ *   fields: { title: field.string({ maxLength: 200 }), year: field.integer({ required: false }) },
+ *   owner: true,
+ *   orderings: ['title', 'year'],
+ *   filters: { year: ['exact', 'gte', 'lte'] },
+ *   event: 'book',
+ * });
+ */
+export function defineResource(options: ResourceOptions): Resource {
+  return checkDeclaration(options, { builtin: false });
+}
+
+/** `defineResource` for restwire's own collections, which may reuse reserved names. */
+export function defineBuiltinResource(options: ResourceOptions & { table?: string }): Resource {
+  return checkDeclaration(options, { builtin: true });
+}
+
+function checkDeclaration(options: ResourceOptions & { table?: string }, { builtin }: { builtin: boolean }): Resource {
+  if (typeof options !== 'object' || options === null) throw new DeclarationError('?', null, 'defineResource needs an object');
+  const name = options.name;
+  if (typeof name !== 'string' || !NAME.test(name)) {
+    throw new DeclarationError(String(name), null, 'the name must match [a-z][a-z0-9_]* (it is the path segment and the table)');
+  }
+  const fail = (field: string | null, problem: string): never => {
+    throw new DeclarationError(name, field, problem);
+  };
+  if (!builtin && (RESERVED.has(name) || name.startsWith('restwire_'))) fail(null, `the name "${name}" is reserved by restwire`);
+  for (const key of Object.keys(options)) {
+    if (!OPTION_NAMES.has(key) && !(builtin && key === 'table')) fail(null, `unknown option "${key}"`);
+  }
+  if (typeof options.fields !== 'object' || options.fields === null) fail(null, 'fields must be an object of field.<type>() values');
+
+  const fields: Record<string, Field> = {};
+  for (const [fieldName, value] of Object.entries(options.fields)) {
+    if (!NAME.test(fieldName)) fail(fieldName, 'a field name must match [a-z][a-z0-9_]*');
+    if (IMPLICIT.has(fieldName)) fail(fieldName, `"${fieldName}" is set by restwire on every record; choose another name`);
+    if (!isField(value)) fail(fieldName, `unknown field type: use one of field.${FIELD_TYPES.join(', field.')}`);
+    const allowed = optionsOf(value.type);
+    for (const option of Object.keys(value.options)) {
+      if (!allowed.includes(option)) fail(fieldName, `unknown option "${option}" for field.${value.type} (it takes ${allowed.join(', ')})`);
+    }
+    if (value.readOnly && value.writeOnly) fail(fieldName, 'a field cannot be both readOnly and writeOnly');
+    if (value.type === 'references' && value.unique) fail(fieldName, 'a references field cannot be unique');
+    fields[fieldName] = value;
+  }
+
+  const owner = options.owner === true;
+  const timestamps = options.timestamps ?? true;
+  const orderable = (field: string): boolean => {
+    if (field === 'id') return true;
+    if (field === 'created_at' || field === 'updated_at') return timestamps;
+    const declared = fields[field];
+    return declared !== undefined && declared.type !== 'references' && declared.type !== 'json' && !declared.writeOnly;
+  };
+  const orderings = ['id', ...(options.orderings ?? []).filter((ordering) => ordering !== 'id')];
+  for (const ordering of orderings) {
+    if (!orderable(ordering)) fail(ordering, `cannot order by "${ordering}": no such field, or one that cannot be ordered (references, json)`);
+  }
+  const defaultOrdering = options.defaultOrdering ?? '-id';
+  if (!orderings.includes(defaultOrdering.replace(/^-/, ''))) fail(defaultOrdering, `defaultOrdering "${defaultOrdering}" is not one of the orderings`);
+
+  const filters: Record<string, Lookup[]> = {};
+  for (const [field, lookups] of Object.entries(options.filters ?? {})) {
+    const declared = fields[field];
+    if (!(field === 'owner' && owner) && (declared === undefined || declared.type === 'json' || declared.writeOnly)) {
+      fail(field, `cannot filter on "${field}": no such field, or one that cannot be filtered (json, write-only)`);
+    }
+    if (!Array.isArray(lookups) || lookups.length === 0) fail(field, 'a filter needs a list of lookups, e.g. ["exact"]');
+    for (const lookup of lookups) if (!(LOOKUPS as readonly string[]).includes(lookup)) fail(field, `unknown lookup "${lookup}" (use ${LOOKUPS.join(', ')})`);
+    filters[field] = [...new Set(lookups)];
+  }
+  const search = options.search ?? [];
+  for (const field of search) {
+    const declared = fields[field];
+    if (!declared || !['string', 'text', 'email', 'url', 'choice'].includes(declared.type)) fail(field, `search needs text fields; "${field}" is not one`);
+  }
+  if (options.event !== undefined && (typeof options.event !== 'string' || !NAME.test(options.event) || options.event === 'ping')) {
+    fail(null, 'event must match [a-z][a-z0-9_]* and not be "ping"');
+  }
+  if (options.eventId !== undefined && (!Number.isSafeInteger(options.eventId) || options.eventId < 1)) fail(null, 'eventId must be a positive whole number');
+  const actions = options.actions ?? ALL_ACTIONS;
+  for (const action of actions) if (!ALL_ACTIONS.includes(action)) fail(null, `unknown action "${action}"`);
+  for (const [relatedName, relation] of Object.entries(options.related ?? {})) {
+    if (!NAME.test(relatedName) || fields[relatedName] || IMPLICIT.has(relatedName)) fail(relatedName, 'a related list needs a name of its own');
+    if (typeof relation?.collection !== 'string' || typeof relation.field !== 'string') {
+      fail(relatedName, 'a related list is { collection, field }');
+    }
+  }
+
+  return {
+    [RESOURCE]: true,
+    name,
+    label: options.label ?? defaultLabel(name),
+    description: options.description ?? '',
+    table: options.table ?? name,
+    actions,
+    permission: options.permission ?? (owner ? and(authenticatedOrReadOnly, ownerOrReadOnly) : authenticatedOrReadOnly),
+    fields,
+    owner,
+    timestamps,
+    orderings,
+    defaultOrdering,
+    filters,
+    search,
+    event: options.event,
+    eventId: options.eventId,
+    related: { ...options.related },
+    builtin,
+  };
+}
+
+/** The fields a record shows, in order: the CSV header row. */
+export function representationFields(resource: Resource): string[] {
+  return [
+    'url',
+    'id',
+    ...Object.entries(resource.fields).filter(([, field]) => !field.writeOnly).map(([name]) => name),
+    ...(resource.owner ? ['owner'] : []),
+    ...Object.keys(resource.related),
+    ...(resource.timestamps ? ['created_at', 'updated_at'] : []),
+  ];
 }
 
 /** A change committed by the viewset, handed to listeners inside the same transaction. */
 export interface Change {
-  readonly resource: ResourceDeclaration;
+  readonly resource: Resource;
   readonly action: 'created' | 'updated' | 'deleted';
   /** The record's representation after the change (before it, for `deleted`). */
   readonly record: Record<string, unknown>;
@@ -57,73 +266,3 @@ export type ChangeListener = (
   change: Change,
 ) => Promise<void | (() => void)>;
 
-/**
- * A resource declared as data: the generic viewset (`viewset.ts`) turns it into list, create,
- * retrieve, update, partial update and destroy. Adding a resource means adding one such file.
- */
-export interface ResourceDeclaration {
-  /** The collection's path segment and name, e.g. `experiences`. */
-  readonly name: string;
-  /** One record's name, e.g. `Experience`. */
-  readonly label: string;
-  readonly description: string;
-  readonly table: keyof Database;
-  readonly actions: readonly ActionName[];
-  readonly permission: Permission;
-  /** Writable fields, stored in columns of the same names. */
-  readonly fields: Readonly<Record<string, WritableField>>;
-  readonly readOnlyFields?: Readonly<Record<string, ReadOnlyField>>;
-  readonly owner?: OwnerField;
-  readonly related?: Readonly<Record<string, RelatedList>>;
-  /** Adds read-only `created_at` and `updated_at` (RFC 3339 UTC). */
-  readonly timestamps?: boolean;
-  /** Public ordering names → columns; each is offered ascending and, with `-`, descending. */
-  readonly orderings: Readonly<Record<string, string>>;
-  readonly defaultOrdering: string;
-  readonly filters?: Readonly<Record<string, Filter>>;
-  /** The webhook event kind this resource's changes raise (e.g. `experience`); none if absent. */
-  readonly event?: string;
-}
-
-/** Declares a resource (an identity function that checks the shape at compile time). */
-export function defineResource(declaration: ResourceDeclaration): ResourceDeclaration {
-  return declaration;
-}
-
-/** `?owner=3`: a positive integer id. */
-export function integerFilter(column: string, description: string): Filter {
-  return {
-    description,
-    schema: { type: 'integer', minimum: 1 },
-    parse: (value) =>
-      /^[1-9]\d{0,14}$/.test(value) ? { column, op: '=', value: Number(value) } : { error: 'Must be a positive integer id.' },
-  };
-}
-
-/** `?title=…`: exact match. */
-export function exactFilter(column: string, description: string): Filter {
-  return { description, schema: { type: 'string' }, parse: (value) => ({ column, op: '=', value }) };
-}
-
-/** `?search=…`: case-insensitive substring. */
-export function containsFilter(column: string, description: string): Filter {
-  return { description, schema: { type: 'string' }, parse: (value) => ({ column, op: 'contains', value }) };
-}
-
-/** The path of a record: `/api/v1/<collection>/<id>/` (SEED.md §1 rule 7). */
-export function recordPath(collection: string, id: number): string {
-  return `/api/v1/${collection}/${id}/`;
-}
-
-/** The columns (and CSV header) of a resource's representation, in order. */
-export function representationFields(resource: ResourceDeclaration): string[] {
-  return [
-    'url',
-    'id',
-    ...Object.keys(resource.readOnlyFields ?? {}),
-    ...Object.keys(resource.fields),
-    ...(resource.owner ? [resource.owner.field] : []),
-    ...Object.keys(resource.related ?? {}),
-    ...(resource.timestamps ? ['created_at', 'updated_at'] : []),
-  ];
-}

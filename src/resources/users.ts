@@ -1,23 +1,31 @@
 import { allowAny } from '../auth/permissions.js';
 import { NotAuthenticated } from '../http/errors.js';
 import type { View } from '../http/view.js';
-import { defineResource } from './resource.js';
+import { field } from './fields.js';
+import { defineBuiltinResource, type Resource } from './resource.js';
 import { RECORD_MEDIA_TYPES, type ViewSet } from './viewset.js';
 
-/** Users, read-only, each with the paths of their experiences (API.md §2). */
-export const users = defineResource({
+/**
+ * Users, read-only (API.md §2). Each shows the paths of the records it owns in every collection
+ * with `owner: true` (`experiences`, `books` …): the registry adds those reverse lists.
+ */
+export const users = defineBuiltinResource({
   name: 'users',
   label: 'User',
   description: 'The people who own records. Read-only.',
-  table: 'users',
   actions: ['list', 'retrieve'],
   permission: allowAny,
-  fields: {},
-  readOnlyFields: { username: { label: 'Username', schema: { type: 'string' } } },
-  related: { experiences: { table: 'experiences', column: 'owner_id', collection: 'experiences' } },
-  orderings: { id: 'id', username: 'username' },
+  fields: { username: field.string({ label: 'Username', maxLength: 150, readOnly: true }) },
+  timestamps: false,
+  orderings: ['username'],
   defaultOrdering: 'id',
 });
+
+/** `users` with a reverse list for every collection whose records have an owner. */
+export function usersOwning(collections: readonly Resource[]): Resource {
+  const related = Object.fromEntries(collections.filter((c) => c.owner).map((c) => [c.name, { collection: c.name, field: 'owner' }]));
+  return { ...users, related };
+}
 
 /** `/api/v1/users/me/`: the caller's own record, or 401 for an anonymous caller. */
 export function meView(viewSet: ViewSet): View {

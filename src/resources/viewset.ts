@@ -1,43 +1,51 @@
-import { sql, type CompiledQuery, type Expression, type ExpressionBuilder, type Kysely, type SqlBool } from 'kysely';
-import { permissionDenied } from '../http/pipeline.js';
+import type { CompiledQuery } from 'kysely';
 import type { Storage } from '../db/database.js';
+import { columnOf, joinTableOf, uniqueIndexOf } from '../db/schema-state.js';
 import { assertRecordMatches } from '../http/conditional.js';
-import { InvalidQuery, NotFound, ValidationError } from '../http/errors.js';
+import { Conflict, InvalidQuery, NotFound, ValidationError, type FieldErrors } from '../http/errors.js';
 import { CursorCodec, parsePageRequest, type PageRequest } from '../http/pagination.js';
+import { isFormData, type RequestData } from '../http/parsers.js';
+import { parseId, recordPath } from '../http/paths.js';
+import { permissionDenied } from '../http/pipeline.js';
 import { CSV_TYPE, HTML_TYPE, JSON_TYPE } from '../http/renderers.js';
 import type { Action, ApiRequest, View } from '../http/view.js';
-import { validateInput } from './fields.js';
+import { parseField, type Field, type ParseContext } from './fields.js';
+import { buildFilters, type Condition } from './filters.js';
 import { fetchKeysetPage, pageResponse } from './keyset.js';
 import {
-  recordPath,
-  representationFields,
-  type Change,
-  type ChangeListener,
-  type ResourceDeclaration,
-} from './resource.js';
+  loadReferenceLists,
+  loadRelatedLists,
+  missingReferences,
+  referrersOf,
+  type CollectionLookup,
+  type DynamicDb,
+  type Row,
+} from './relations.js';
+import { representationFields, type Change, type ChangeListener, type Resource } from './resource.js';
 
-// The generic viewset works on a table chosen at run time, which Kysely's static table types
-// cannot express; each resource declaration is checked against the typed schema instead.
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-type DynamicDb = Kysely<any>;
-type Row = Record<string, unknown> & { id: number };
+// The generic viewset (DRF's ModelViewSet): one machine turns any declaration into its two views,
+// the collection and the record, with list, create, retrieve, update, partial update and destroy.
+// Every action runs behind the pipeline's stages (`http/pipeline.ts`).
+
+export { parseId };
 
 export const RECORD_MEDIA_TYPES = [JSON_TYPE, HTML_TYPE, CSV_TYPE] as const;
 
+/** What every viewset of one server shares. */
 export interface ViewSetOptions {
   readonly storage: Storage;
   readonly cursors: CursorCodec;
   /** Told of every committed change, inside its transaction (the webhook outbox). */
   readonly listeners?: readonly ChangeListener[];
+  /** PUBLIC_URL and the collections served, for reading references. */
+  readonly context: ParseContext;
+  /** Every collection served, for relations and delete rules. */
+  readonly collections: readonly Resource[];
+  /** The viewsets of the other collections (a cascade deletes through theirs). */
+  readonly viewSets: ReadonlyMap<string, ViewSet>;
 }
 
-/** Parses a path id; anything but a positive integer in range is a 404, as an unknown id is. */
-export function parseId(text: string | undefined): number {
-  if (text === undefined || !/^[1-9]\d{0,15}$/.test(text)) throw new NotFound();
-  const id = Number(text);
-  if (!Number.isSafeInteger(id)) throw new NotFound();
-  return id;
-}
+type Notify = (trx: DynamicDb, change: Change) => Promise<void>;
 
 // Formatting dates was a tenth of a page's time (issue #6 profile); the same records are read
 // again and again, so their timestamps' text is remembered (a bounded map, reset when full:
@@ -54,45 +62,50 @@ function toIso(ms: unknown): string {
   return text;
 }
 
+/** What NULL sorts as in a nullable field's ordering: below every value the field can hold. */
+function nullsAs(field: Field): string | number | undefined {
+  if (!field.state().null) return undefined;
+  return ['integer', 'decimal', 'boolean', 'reference'].includes(field.type) ? -Number.MAX_SAFE_INTEGER - 1 : '';
+}
+
+const sameValue = (a: unknown, b: unknown): boolean => a === b || JSON.stringify(a) === JSON.stringify(b);
+
 /**
- * Turns a resource declaration into its two views, the collection and the record, with DRF's
- * ModelViewSet actions. Every action runs behind the pipeline's stages (`http/pipeline.ts`).
+ * Turns a declaration into its two views, the collection and the record, with DRF's
+ * ModelViewSet actions.
  */
-export function buildViewSet(resource: ResourceDeclaration, options: ViewSetOptions) {
-  const { storage, cursors, listeners = [] } = options;
+export function buildViewSet(resource: Resource, options: ViewSetOptions) {
+  const { storage, cursors, listeners = [], context, collections, viewSets } = options;
   const db = storage.db as unknown as DynamicDb;
+  const table = resource.table;
   const collectionPath = `/api/v1/${resource.name}/`;
   const columns = representationFields(resource);
-  const writable = Object.keys(resource.fields);
-  const has = (action: ResourceDeclaration['actions'][number]) => resource.actions.includes(action);
+  const lookup: CollectionLookup = (name) => collections.find((collection) => collection.name === name);
+  const has = (action: Resource['actions'][number]) => resource.actions.includes(action);
+  const fieldEntries = Object.entries(resource.fields);
+  const shown = fieldEntries.filter(([, field]) => !field.writeOnly);
+  const writable = fieldEntries.filter(([, field]) => !field.readOnly);
+  const manyFields = fieldEntries.filter(([, field]) => field.type === 'references');
+  const hasRelations = manyFields.length > 0 || Object.keys(resource.related).length > 0;
+  const orderings = Object.fromEntries(
+    resource.orderings.map((name) => [name, resource.fields[name] ? columnOf(name, resource.fields[name])! : name]),
+  );
+  const filters = new Map(buildFilters(resource, context).map((filter) => [filter.param, filter]));
+  const label = resource.label.toLowerCase();
 
-  /** Representations of rows, with reverse relations loaded in one query per relation. */
+  /** Representations of rows, with relations loaded in one query per relation for the whole page. */
   async function represent(rows: readonly Row[], executor: DynamicDb = db): Promise<Record<string, unknown>[]> {
-    const relatedPaths = new Map<string, Map<number, string[]>>();
-    for (const [field, relation] of Object.entries(resource.related ?? {})) {
-      const byOwner = new Map<number, string[]>();
-      if (rows.length > 0) {
-        const related = await executor
-          .selectFrom(relation.table)
-          .select(['id', relation.column])
-          .where(relation.column, 'in', rows.map((row) => row.id))
-          .orderBy('id')
-          .execute();
-        for (const item of related as Row[]) {
-          const ownerId = Number(item[relation.column]);
-          const list = byOwner.get(ownerId) ?? [];
-          list.push(recordPath(relation.collection, item.id));
-          byOwner.set(ownerId, list);
-        }
-      }
-      relatedPaths.set(field, byOwner);
-    }
+    const ids = hasRelations ? rows.map((row) => row.id) : [];
+    const lists = manyFields.length ? await loadReferenceLists(executor, resource, ids) : null;
+    const related = Object.keys(resource.related).length ? await loadRelatedLists(executor, resource, ids, lookup) : null;
     return rows.map((row) => {
       const out: Record<string, unknown> = { url: recordPath(resource.name, row.id), id: row.id };
-      for (const name of Object.keys(resource.readOnlyFields ?? {})) out[name] = row[name];
-      for (const name of writable) out[name] = row[name];
-      if (resource.owner) out[resource.owner.field] = recordPath('users', Number(row[resource.owner.column]));
-      for (const [field, byOwner] of relatedPaths) out[field] = byOwner.get(row.id) ?? [];
+      for (const [name, field] of shown) {
+        if (field.type === 'references') out[name] = field.show(lists!.get(name)!.get(row.id) ?? []);
+        else out[name] = field.show(row[columnOf(name, field)!]);
+      }
+      if (resource.owner) out.owner = recordPath('users', Number(row.owner_id));
+      if (related) for (const [name, byRecord] of related) out[name] = byRecord.get(row.id) ?? [];
       if (resource.timestamps) {
         out.created_at = toIso(row.created_at);
         out.updated_at = toIso(row.updated_at);
@@ -105,58 +118,46 @@ export function buildViewSet(resource: ResourceDeclaration, options: ViewSetOpti
     return (await represent([row], executor))[0]!;
   }
 
-  function filterConditions(request: ApiRequest) {
-    const errors: Record<string, string[]> = {};
-    // eslint-disable-next-line @typescript-eslint/no-explicit-any -- see DynamicDb
-    const conditions: Array<(eb: ExpressionBuilder<any, any>) => Expression<SqlBool>> = [];
-    for (const [name, filter] of Object.entries(resource.filters ?? {})) {
-      const value = request.query[name];
-      if (value === undefined) continue;
-      const parsed = filter.parse(String(value));
-      if ('error' in parsed) {
-        errors[name] = [parsed.error];
-        continue;
-      }
-      if (parsed.op === '=') {
-        conditions.push((eb) => eb(parsed.column, '=', parsed.value));
-      } else {
-        // Escape LIKE's wildcards so `search=50%` finds "50%" literally. `lower()` folds every
-        // script on both dialects (db/database.ts overrides SQLite's ASCII-only one).
-        const pattern = `%${String(parsed.value).toLowerCase().replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
-        conditions.push(() => sql<SqlBool>`lower(${sql.ref(parsed.column)}) like ${pattern} escape '\\'`);
-      }
+  function filterConditions(request: ApiRequest): Condition[] {
+    const errors: FieldErrors = {};
+    const conditions: Condition[] = [];
+    for (const [param, value] of Object.entries(request.query)) {
+      const filter = filters.get(param);
+      if (filter === undefined || value === undefined) continue;
+      const read = filter.read(String(value));
+      if ('error' in read) errors[param] = [read.error];
+      else conditions.push(read.condition);
     }
     if (Object.keys(errors).length) throw new InvalidQuery(errors, 'One or more query parameters are invalid.');
     return conditions;
   }
 
   async function listPage(request: ApiRequest, page: PageRequest) {
-    let query = db.selectFrom(resource.table).selectAll();
+    let query = db.selectFrom(table).selectAll();
     for (const condition of filterConditions(request)) query = query.where(condition);
-    return fetchKeysetPage<Row>(query, page, { path: collectionPath, query: request.query, cursors });
+    const field = resource.fields[page.ordering.name.replace(/^-/, '')];
+    return fetchKeysetPage<Row>(query, page, { path: collectionPath, query: request.query, cursors }, field ? nullsAs(field) : undefined);
   }
 
   // The hottest query, compiled once: building and compiling it with Kysely on every request
   // cost more than running it (issue #6 profile). Only the parameter changes.
-  const selectById = db.selectFrom(resource.table).selectAll().where('id', '=', 0).compile();
+  const selectById = db.selectFrom(table).selectAll().where('id', '=', 0).compile();
 
   // Building an insert with Kysely cost more than running it (issue #6 profile). A create writes
   // the same columns every time, so its SQL is compiled once per column set; only the values
   // change, in the order the columns were first compiled in.
   const inserts = new Map<string, { compiled: CompiledQuery<Row>; columns: string[] }>();
   function compiledInsert(executor: DynamicDb, values: Record<string, unknown>): CompiledQuery<Row> {
-    const columns = Object.keys(values);
-    const key = columns.join(',');
+    const keys = Object.keys(values);
+    const key = keys.join(',');
     const known = inserts.get(key);
     if (known) return { ...known.compiled, parameters: known.columns.map((column) => values[column]) };
-    const compiled = executor.insertInto(resource.table).values(values).returningAll().compile() as CompiledQuery<Row>;
+    const compiled = executor.insertInto(table).values(values).returningAll().compile() as CompiledQuery<Row>;
     // Remembered only if Kysely bound exactly the values, in column order (it always has), and
-    // none was undefined (Kysely leaves such a column out; a reused statement would bind NULL).
-    const bound = columns.map((column) => values[column]);
+    // none was undefined or null (Kysely leaves an undefined column out; a reused statement would bind NULL).
+    const bound = keys.map((column) => values[column]);
     const exact = compiled.parameters.length === bound.length && compiled.parameters.every((value, index) => value === bound[index]);
-    if (exact && !bound.includes(undefined)) {
-      inserts.set(key, { compiled, columns });
-    }
+    if (exact && !bound.includes(undefined)) inserts.set(key, { compiled, columns: keys });
     return compiled;
   }
 
@@ -166,36 +167,164 @@ export function buildViewSet(resource: ResourceDeclaration, options: ViewSetOpti
       if (!rows[0]) throw new NotFound();
       return rows[0];
     }
-    const query = executor.selectFrom(resource.table).selectAll().where('id', '=', id);
+    const query = executor.selectFrom(table).selectAll().where('id', '=', id);
     const row = (await (lock ? storage.lockForUpdate(query) : query).executeTakeFirst()) as Row | undefined;
     if (!row) throw new NotFound();
     return row;
   }
 
   function checkObjectPermission(request: ApiRequest, row: Row): void {
-    const ownerId = resource.owner ? Number(row[resource.owner.column]) : null;
+    const ownerId = resource.owner ? Number(row.owner_id) : null;
     if (!resource.permission.hasObjectPermission({ method: request.method, user: request.user }, { ownerId })) {
       throw permissionDenied(request.identity);
     }
   }
 
-  type Notify = (trx: DynamicDb, change: Omit<Change, 'resource'>) => Promise<void>;
+  /** Checks a body's fields by their declarations; every failing field is reported at once. */
+  function readInput(data: RequestData, partial: boolean): { values: Record<string, unknown>; errors: FieldErrors } {
+    const values: Record<string, unknown> = {};
+    const errors: FieldErrors = {};
+    const parseContext = isFormData(data) ? { ...context, form: true } : context;
+    for (const [name, field] of writable) {
+      if (!Object.prototype.hasOwnProperty.call(data, name)) {
+        if (!partial && field.required) errors[name] = ['This field is required.'];
+        continue;
+      }
+      const result = parseField(field, data[name], parseContext);
+      if (result.ok) values[name] = result.value;
+      else errors[name] = result.errors;
+    }
+    return { values, errors };
+  }
+
+  /** DRF's UniqueValidator: "book with this isbn already exists." (the database decides races). */
+  async function duplicateValues(executor: DynamicDb, values: Record<string, unknown>, exceptId: number | null): Promise<FieldErrors> {
+    const errors: FieldErrors = {};
+    for (const [name, value] of Object.entries(values)) {
+      const field = resource.fields[name]!;
+      if (!field.unique || value === null) continue;
+      let query = executor.selectFrom(table).select('id').where(columnOf(name, field)!, '=', value);
+      if (exceptId !== null) query = query.where('id', '!=', exceptId);
+      if (await query.executeTakeFirst()) errors[name] = [uniqueMessage(name)];
+    }
+    return errors;
+  }
+
+  const uniqueMessage = (name: string) => `${label} with this ${name.replace(/_/g, ' ')} already exists.`;
+
+  /** Relations and uniqueness, checked in the write's transaction; all problems in one 400. */
+  async function checkAgainstStored(executor: DynamicDb, values: Record<string, unknown>, errors: FieldErrors, exceptId: number | null) {
+    const checked = { ...values };
+    for (const name of Object.keys(errors)) delete checked[name];
+    Object.assign(errors, await missingReferences(executor, resource, checked, lookup), await duplicateValues(executor, checked, exceptId));
+    if (Object.keys(errors).length) throw new ValidationError(errors);
+  }
+
+  /** Field values → columns (references go to join tables). */
+  function columnValues(values: Record<string, unknown>): Record<string, unknown> {
+    const row: Record<string, unknown> = {};
+    for (const [name, value] of Object.entries(values)) {
+      const field = resource.fields[name]!;
+      if (field.type !== 'references') row[columnOf(name, field)!] = value;
+    }
+    return row;
+  }
+
+  async function writeReferenceLists(executor: DynamicDb, id: number, values: Record<string, unknown>, replace: boolean): Promise<void> {
+    for (const [name] of manyFields) {
+      const ids = values[name] as number[] | undefined;
+      if (ids === undefined) continue;
+      const join = joinTableOf(table, name);
+      if (replace) await executor.deleteFrom(join).where('from_id', '=', id).execute();
+      if (ids.length) await executor.insertInto(join).values(ids.map((to) => ({ from_id: id, to_id: to }))).execute();
+    }
+  }
 
   /**
    * Runs a write in one transaction with the listeners it notifies, then, once committed, the
-   * callbacks they returned (so a dispatcher is woken only for work that exists).
+   * callbacks they returned (so a dispatcher is woken only for work that exists). A unique or
+   * foreign-key violation the checks could not see (a race) is a 400 or 409, never a 500.
    */
   async function writeTransaction<T>(work: (trx: DynamicDb, notify: Notify) => Promise<T>): Promise<T> {
     const afterCommit: Array<() => void> = [];
     const notify: Notify = async (trx, change) => {
       for (const listener of listeners) {
-        const callback = await listener(trx, { resource, ...change });
+        const callback = await listener(trx as never, change);
         if (callback) afterCommit.push(callback);
       }
     };
-    const result = await storage.transact((trx) => work(trx as unknown as DynamicDb, notify));
+    let result: T;
+    try {
+      result = await storage.transact((trx) => work(trx as unknown as DynamicDb, notify));
+    } catch (error) {
+      throw constraintError(error) ?? error;
+    }
     for (const callback of afterCommit) callback();
     return result;
+  }
+
+  function constraintError(error: unknown): Error | null {
+    const { code, constraint, message } = (error ?? {}) as { code?: string; constraint?: string; message?: string };
+    if (code === '23505' || code === 'SQLITE_CONSTRAINT_UNIQUE') {
+      for (const [name, field] of fieldEntries) {
+        const column = columnOf(name, field);
+        if (column && (constraint === uniqueIndexOf(table, column) || message?.includes(`${table}.${column}`))) {
+          return new ValidationError({ [name]: [uniqueMessage(name)] });
+        }
+      }
+    }
+    if (code === '23503' || code === 'SQLITE_CONSTRAINT_FOREIGNKEY') {
+      return new Conflict('A record this change refers to was changed at the same time; nothing was changed. Try again.');
+    }
+    return null;
+  }
+
+  /**
+   * Deletes a record and applies every delete rule that points at it (RESOURCES.md §2): protect
+   * refuses with 409, cascade deletes the referring records (each with its `deleted` event),
+   * setNull clears the references (each record with an `updated` event). All in `trx`.
+   */
+  async function deleteRecord(trx: DynamicDb, row: Row, before: Record<string, unknown>, notify: Notify, actor: Change['actor']): Promise<void> {
+    const referrers = referrersOf(resource.name, collections);
+    let protectedBy = 0;
+    for (const referrer of referrers.filter((r) => r.onDelete === 'protect')) {
+      const { n } = (await trx
+        .selectFrom(referrer.resource.table)
+        .select((eb) => eb.fn.countAll().as('n'))
+        .where(`${referrer.field}_id`, '=', row.id)
+        .where('id', '!=', referrer.resource.name === resource.name ? row.id : 0)
+        .executeTakeFirstOrThrow()) as { n: number | string };
+      protectedBy += Number(n);
+    }
+    if (protectedBy > 0) {
+      throw new Conflict(
+        `Cannot delete this ${label}: ${protectedBy} ${protectedBy === 1 ? 'record refers' : 'records refer'} to it. Delete or change ${protectedBy === 1 ? 'it' : 'them'} first.`,
+      );
+    }
+    for (const referrer of referrers.filter((r) => r.onDelete !== 'protect')) {
+      const other = viewSets.get(referrer.resource.name)!;
+      const referring = (await storage
+        .lockForUpdate(trx.selectFrom(referrer.resource.table).selectAll().where(`${referrer.field}_id`, '=', row.id).where('id', '!=', other === self ? row.id : 0))
+        .orderBy('id')
+        .execute()) as Row[];
+      for (const child of referring) {
+        const childBefore = await other.representOne(child, trx);
+        if (referrer.onDelete === 'cascade') {
+          await other.deleteRecord(trx, child, childBefore, notify, actor);
+        } else {
+          const updated = (await trx
+            .updateTable(referrer.resource.table)
+            .set({ [`${referrer.field}_id`]: null, ...(referrer.resource.timestamps ? { updated_at: Math.max(Date.now(), Number(child.updated_at)) } : {}) })
+            .where('id', '=', child.id)
+            .returningAll()
+            .executeTakeFirstOrThrow()) as Row;
+          const record = await other.representOne(updated, trx);
+          await notify(trx, { resource: referrer.resource, action: 'updated', record, changes: { [referrer.field]: { from: childBefore[referrer.field] } }, actor });
+        }
+      }
+    }
+    await trx.deleteFrom(table).where('id', '=', row.id).execute();
+    await notify(trx, { resource, action: 'deleted', record: before, actor });
   }
 
   const list: Action = {
@@ -203,7 +332,7 @@ export function buildViewSet(resource: ResourceDeclaration, options: ViewSetOpti
     // A page is the same for everyone who may read it, so it is reused while no data changes.
     version: () => storage.dataVersion(),
     async handle(request) {
-      const page = parsePageRequest(request.query, resource.orderings, resource.defaultOrdering, cursors);
+      const page = parsePageRequest(request.query, orderings, resource.defaultOrdering, cursors);
       const found = await listPage(request, page);
       return pageResponse(found, await represent(found.rows));
     },
@@ -212,26 +341,37 @@ export function buildViewSet(resource: ResourceDeclaration, options: ViewSetOpti
   const create: Action = {
     permission: resource.permission,
     async handle(request) {
-      const { values, errors } = validateInput(resource.fields, await request.data(), { partial: false });
-      if (Object.keys(errors).length) throw new ValidationError(errors);
+      const { values, errors } = readInput(await request.data(), false);
+      if (Object.keys(errors).length && !hasStoredChecks(values)) throw new ValidationError(errors);
+      // Left out: the declared default, else null (an empty list for references).
+      for (const [name, field] of fieldEntries) {
+        if (!(name in values)) values[name] = field.hasDefault ? field.defaultValue : field.type === 'references' ? [] : null;
+      }
       const user = request.user!;
       const now = Date.now();
       const record = await writeTransaction(async (trx, notify) => {
+        await checkAgainstStored(trx, values, errors, null);
         const { rows } = await trx.executeQuery<Row>(
           compiledInsert(trx, {
-            ...values,
-            ...(resource.owner ? { [resource.owner.column]: user.id } : {}),
+            ...columnValues(values),
+            ...(resource.owner ? { owner_id: user.id } : {}),
             ...(resource.timestamps ? { created_at: now, updated_at: now } : {}),
           }),
         );
         const row = rows[0]!;
+        await writeReferenceLists(trx, row.id, values, false);
         const representation = await representOne(row, trx);
-        await notify(trx, { action: 'created', record: representation, actor: user });
+        await notify(trx, { resource, action: 'created', record: representation, actor: user });
         return representation;
       });
       return { status: 201, body: record, headers: { location: String(record.url) } };
     },
   };
+
+  /** Whether a body's values need the database to be judged (references, unique fields). */
+  function hasStoredChecks(values: Record<string, unknown>): boolean {
+    return Object.keys(values).some((name) => resource.fields[name]!.to !== undefined || resource.fields[name]!.unique);
+  }
 
   const retrieve: Action = {
     permission: resource.permission,
@@ -254,19 +394,23 @@ export function buildViewSet(resource: ResourceDeclaration, options: ViewSetOpti
           checkObjectPermission(request, row);
           const before = await representOne(row, trx);
           assertRecordMatches(request.raw.headers['if-match'], before);
-          const { values, errors } = validateInput(resource.fields, data, { partial });
-          if (Object.keys(errors).length) throw new ValidationError(errors);
-          const changes: Record<string, { from: unknown }> = {};
-          for (const [name, value] of Object.entries(values)) if (row[name] !== value) changes[name] = { from: row[name] };
-          if (Object.keys(changes).length === 0) return before;
-          const updated = (await trx
-            .updateTable(resource.table)
-            .set({ ...values, ...(resource.timestamps ? { updated_at: Math.max(Date.now(), Number(row.updated_at)) } : {}) })
-            .where('id', '=', id)
-            .returningAll()
-            .executeTakeFirstOrThrow()) as Row;
+          const { values, errors } = readInput(data, partial);
+          await checkAgainstStored(trx, values, errors, id);
+          const changed = Object.entries(values).filter(([name, value]) => {
+            const field = resource.fields[name]!;
+            return field.type === 'references' ? !sameValue(before[name], field.show(value)) : !sameValue(row[columnOf(name, field)!], value);
+          });
+          if (changed.length === 0) return before;
+          const changedValues = Object.fromEntries(changed);
+          const set = { ...columnValues(changedValues), ...(resource.timestamps ? { updated_at: Math.max(Date.now(), Number(row.updated_at)) } : {}) };
+          const updated = Object.keys(set).length
+            ? ((await trx.updateTable(table).set(set).where('id', '=', id).returningAll().executeTakeFirstOrThrow()) as Row)
+            : row;
+          await writeReferenceLists(trx, id, changedValues, true);
           const representation = await representOne(updated, trx);
-          await notify(trx, { action: 'updated', record: representation, changes, actor: user });
+          const changes: Record<string, { from: unknown }> = {};
+          for (const [name] of changed) if (!resource.fields[name]!.writeOnly) changes[name] = { from: before[name] };
+          await notify(trx, { resource, action: 'updated', record: representation, changes, actor: user });
           return representation;
         });
         return { body: record };
@@ -284,30 +428,35 @@ export function buildViewSet(resource: ResourceDeclaration, options: ViewSetOpti
         checkObjectPermission(request, row);
         const before = await representOne(row, trx);
         assertRecordMatches(request.raw.headers['if-match'], before);
-        await trx.deleteFrom(resource.table).where('id', '=', id).execute();
-        await notify(trx, { action: 'deleted', record: before, actor: user });
+        await deleteRecord(trx, row, before, notify, user);
       });
       return { status: 204 };
     },
   };
 
+  const readOnly = (type: string, labelText: string) => ({ type, required: false, read_only: true, label: labelText });
+  const describeField = (name: string, field: Field) => ({
+    type: field.metadata().type,
+    required: field.required,
+    read_only: field.readOnly,
+    ...(field.writeOnly ? { write_only: true } : {}),
+    label: field.label ?? name.charAt(0).toUpperCase() + name.slice(1).replace(/_/g, ' '),
+    ...field.metadata(),
+  });
   const metadata = () => ({
-    actions: has('create') || has('update')
-      ? {
-          [has('create') ? 'POST' : 'PUT']: Object.fromEntries([
-            ['url', { type: 'field', required: false, read_only: true, label: 'Url' }],
-            ['id', { type: 'integer', required: false, read_only: true, label: 'ID' }],
-            ...Object.entries(resource.fields).map(([name, field]) => [name, field.metadata()]),
-            ...(resource.owner ? [[resource.owner.field, { type: 'field', required: false, read_only: true, label: 'Owner' }]] : []),
-            ...(resource.timestamps
-              ? [
-                  ['created_at', { type: 'datetime', required: false, read_only: true, label: 'Created at' }],
-                  ['updated_at', { type: 'datetime', required: false, read_only: true, label: 'Updated at' }],
-                ]
-              : []),
-          ]),
-        }
-      : undefined,
+    actions:
+      has('create') || has('update')
+        ? {
+            [has('create') ? 'POST' : 'PUT']: Object.fromEntries([
+              ['url', readOnly('field', 'Url')],
+              ['id', readOnly('integer', 'ID')],
+              ...fieldEntries.map(([name, field]) => [name, describeField(name, field)]),
+              ...(resource.owner ? [['owner', readOnly('field', 'Owner')]] : []),
+              ...Object.keys(resource.related).map((name) => [name, readOnly('field', name.charAt(0).toUpperCase() + name.slice(1))]),
+              ...(resource.timestamps ? [['created_at', readOnly('datetime', 'Created at')], ['updated_at', readOnly('datetime', 'Updated at')]] : []),
+            ]),
+          }
+        : undefined,
   });
 
   const collection: View = {
@@ -335,7 +484,8 @@ export function buildViewSet(resource: ResourceDeclaration, options: ViewSetOpti
     metadata,
   };
 
-  return { resource, db, collection, detail, views: [collection, detail], represent, representOne, loadRow };
+  const self = { resource, db, collection, detail, views: [collection, detail], filters: [...filters.values()], represent, representOne, loadRow, deleteRecord };
+  return self;
 }
 
 export type ViewSet = ReturnType<typeof buildViewSet>;

@@ -18,7 +18,7 @@ describe('eventPayload', () => {
     const body = eventPayload(
       'experience',
       { resource: experiences, action: 'updated', record, changes: { title: { from: 'Old' } }, actor },
-      { publicUrl: 'https://api.example.com', owner: { login: 'alice', id: 3 } },
+      { publicUrl: 'https://api.example.com', owner: { login: 'alice', id: 3 }, repositoryId: 1 },
     );
     expect(body).toEqual({
       action: 'updated',
@@ -30,7 +30,7 @@ describe('eventPayload', () => {
   });
 
   it('omits changes when there are none', () => {
-    const body = eventPayload('experience', { resource: experiences, action: 'created', record, actor }, { publicUrl: 'http://x', owner: { login: 'alice', id: 3 } });
+    const body = eventPayload('experience', { resource: experiences, action: 'created', record, actor }, { publicUrl: 'http://x', owner: { login: 'alice', id: 3 }, repositoryId: 1 });
     expect(body).not.toHaveProperty('changes');
   });
 });

@@ -1,4 +1,5 @@
-import type { Change } from '../resources/resource.js';
+import type { Storage } from '../db/database.js';
+import type { Change, Resource } from '../resources/resource.js';
 
 /**
  * Event bodies (API.md §4 "A delivery"): GitHub's shape, with the subject named for the event
@@ -11,15 +12,39 @@ export interface Actor {
 
 /**
  * Repository ids name collections the way GitHub's name repositories: stable numbers, one per
- * collection kind (the owner is in `full_name` and `repository.owner`).
+ * collection (the owner is in `full_name` and `repository.owner`). A declaration may fix its
+ * own (`eventId`; `experiences` is 1); any other collection with events is given the next free
+ * number once, kept in `settings` so it survives restarts (RESOURCES.md §4).
  */
-const COLLECTION_IDS: Record<string, number> = { experiences: 1 };
+export async function assignRepositoryIds(storage: Storage, collections: readonly Resource[]): Promise<ReadonlyMap<string, number>> {
+  const ids = new Map<string, number>();
+  for (const resource of collections) if (resource.event && resource.eventId !== undefined) ids.set(resource.name, resource.eventId);
+  const pending = collections.filter((resource) => resource.event && resource.eventId === undefined);
+  if (pending.length === 0) return ids;
+  const key = (name: string) => `repository_id:${name}`;
+  await storage.db.transaction().execute(async (trx) => {
+    // Held while numbers are handed out, so processes starting together agree.
+    await storage.lockForUpdate(trx.selectFrom('settings').select('key').where('key', '=', 'secret_key')).execute();
+    const kept = await trx.selectFrom('settings').select(['key', 'value']).where('key', 'like', 'repository_id:%').execute();
+    const known = new Map(kept.map((row) => [row.key, Number(row.value)]));
+    let next = Math.max(1, ...ids.values(), ...known.values()) + 1;
+    for (const resource of pending) {
+      let id = known.get(key(resource.name));
+      if (id === undefined) {
+        id = next++;
+        await trx.insertInto('settings').values({ key: key(resource.name), value: String(id) }).execute();
+      }
+      ids.set(resource.name, id);
+    }
+  });
+  return ids;
+}
 
 /** The body of a resource event such as `experience` / `created`. */
 export function eventPayload(
   event: string,
   change: Change,
-  { publicUrl, owner }: { publicUrl: string; owner: Actor },
+  { publicUrl, owner, repositoryId }: { publicUrl: string; owner: Actor; repositoryId: number },
 ): Record<string, unknown> {
   const { url, ...fields } = change.record;
   return {
@@ -27,7 +52,7 @@ export function eventPayload(
     [event]: { url: `${publicUrl}${String(url)}`, number: fields.id, ...fields },
     ...(change.changes ? { changes: change.changes } : {}),
     repository: {
-      id: COLLECTION_IDS[change.resource.name] ?? 0,
+      id: repositoryId,
       full_name: `${owner.login}/${change.resource.name}`,
       owner,
     },

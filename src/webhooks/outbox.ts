@@ -18,6 +18,8 @@ export interface OutboxOptions {
   readonly publicUrl: string;
   /** Called after commit to wake this process's dispatcher, if it runs one. */
   readonly wake: () => void;
+  /** `repository.id` per collection (`events.ts` assignRepositoryIds). */
+  readonly repositoryIds: ReadonlyMap<string, number>;
 }
 
 export interface NewEvent {
@@ -70,7 +72,7 @@ async function ownerOf(trx: Executor, change: Change): Promise<Actor> {
 }
 
 /** The change listener resources with an `event` notify: their changes become deliveries. */
-export function outboxListener({ storage, publicUrl, wake }: OutboxOptions): ChangeListener {
+export function outboxListener({ storage, publicUrl, wake, repositoryIds }: OutboxOptions): ChangeListener {
   // Asked for every change, so compiled once, and once per transaction: on SQLite the
   // transaction holds the write lock, so no webhook can change under it, and a group commit
   // (db/group-commit.ts) runs many changes in one (issue #6 profile).
@@ -87,7 +89,7 @@ export function outboxListener({ storage, publicUrl, wake }: OutboxOptions): Cha
     const hooks = await lookup;
     const matching = hooks.filter((hook) => subscribes(hook.events, event));
     if (matching.length === 0) return;
-    const body = JSON.stringify(eventPayload(event, change, { publicUrl, owner: await ownerOf(trx, change) }));
+    const body = JSON.stringify(eventPayload(event, change, { publicUrl, owner: await ownerOf(trx, change), repositoryId: repositoryIds.get(change.resource.name) ?? 0 }));
     await enqueueDeliveries(
       storage,
       trx,

@@ -1,9 +1,10 @@
-import { DEFAULT_LIMIT, MAX_LIMIT } from './pagination.js';
-import { BODY_LIMIT, SUPPORTED_MEDIA_TYPES } from './parsers.js';
-import { PROBLEM_TYPE } from './problem-handler.js';
-import { JSON_TYPE } from './renderers.js';
-import type { Method, View } from './view.js';
-import { representationFields, type ActionName, type ResourceDeclaration } from '../resources/resource.js';
+import { DEFAULT_LIMIT, MAX_LIMIT } from '../http/pagination.js';
+import { BODY_LIMIT, SUPPORTED_MEDIA_TYPES } from '../http/parsers.js';
+import { PROBLEM_TYPE } from '../http/problem-handler.js';
+import { JSON_TYPE } from '../http/renderers.js';
+import type { Method, View } from '../http/view.js';
+import type { QueryFilter } from './filters.js';
+import { representationFields, type ActionName, type Resource } from './resource.js';
 
 /**
  * The OpenAPI 3.1 document (API.md §5), generated from the resource declarations and the
@@ -72,10 +73,14 @@ export interface OpenApiDocument {
     securitySchemes: Record<string, SecuritySchemeObject>;
   };
   security: Array<Record<string, string[]>>;
+  /** OpenAPI 3.1: the requests restwire sends, one per event (RESOURCES.md §4). */
+  webhooks: Record<string, PathItemObject>;
 }
 
 export interface OpenApiOptions {
-  readonly resources: readonly ResourceDeclaration[];
+  readonly resources: readonly Resource[];
+  /** Each collection's list filters, by collection name (the viewsets build them). */
+  readonly filters: ReadonlyMap<string, readonly QueryFilter[]>;
   readonly views: readonly View[];
   readonly version: string;
   readonly title?: string;
@@ -163,6 +168,7 @@ const PROBLEMS: Record<number, { name: string; description: string; headers?: Re
     headers: { Allow: ref('headers', 'Allow') },
   },
   406: { name: 'NotAcceptable', description: 'No offered media type satisfies `Accept`; `available` lists them.' },
+  409: { name: 'Conflict', description: 'Other records refer to this one and protect it (the detail says how many); nothing changed.' },
   412: { name: 'PreconditionFailed', description: '`If-Match` does not match the current representation.' },
   413: { name: 'PayloadTooLarge', description: `The request body is larger than ${BODY_LIMIT / 1024 / 1024} MiB.` },
   415: { name: 'UnsupportedMediaType', description: 'The body’s `Content-Type` is not one this API reads; `supported` lists them.' },
@@ -228,15 +234,14 @@ function recordPathSchema(collection: string, description: string): SchemaObject
 }
 
 /** The record representation: every field always present, read-only ones marked. */
-function recordSchema(resource: ResourceDeclaration): SchemaObject {
+function recordSchema(resource: Resource): SchemaObject {
   const properties: Record<string, SchemaObject> = {
     url: { ...recordPathSchema(resource.name, 'This record’s own path.'), readOnly: true },
     id: { type: 'integer', minimum: 1, readOnly: true },
   };
-  for (const [name, field] of Object.entries(resource.readOnlyFields ?? {})) properties[name] = { title: field.label, ...field.schema, readOnly: true };
-  for (const [name, field] of Object.entries(resource.fields)) properties[name] = { title: field.label, ...field.schema };
-  if (resource.owner) properties[resource.owner.field] = { ...recordPathSchema('users', 'The user who created it.'), readOnly: true };
-  for (const [name, relation] of Object.entries(resource.related ?? {})) {
+  for (const [name, field] of Object.entries(resource.fields)) if (!field.writeOnly) properties[name] = field.schema();
+  if (resource.owner) properties.owner = { ...recordPathSchema('users', 'The user who created it.'), readOnly: true };
+  for (const [name, relation] of Object.entries(resource.related)) {
     properties[name] = { type: 'array', readOnly: true, items: recordPathSchema(relation.collection, `A path in ${relation.collection}.`) };
   }
   if (resource.timestamps) {
@@ -247,14 +252,21 @@ function recordSchema(resource: ResourceDeclaration): SchemaObject {
 }
 
 /** A request body: the writable fields, required as declared unless `partial` (PATCH). */
-function inputSchema(resource: ResourceDeclaration, partial: boolean): SchemaObject {
-  const properties = Object.fromEntries(Object.entries(resource.fields).map(([name, field]) => [name, { title: field.label, ...field.schema }]));
-  const required = partial ? [] : Object.entries(resource.fields).filter(([, field]) => field.required).map(([name]) => name);
+function inputSchema(resource: Resource, partial: boolean): SchemaObject {
+  const writable = Object.entries(resource.fields).filter(([, field]) => !field.readOnly);
+  const properties = Object.fromEntries(
+    writable.map(([name, field]) => {
+      const schema = field.schema();
+      // Decimals are read from a number or a numeric string; shown as a string.
+      return [name, field.type === 'decimal' ? { ...schema, type: schema.type === 'string' ? ['string', 'number'] : [...(schema.type as string[]), 'number'], pattern: undefined } : schema];
+    }),
+  );
+  const required = partial ? [] : writable.filter(([, field]) => field.required).map(([name]) => name);
   return {
     type: 'object',
     description: 'Strings are trimmed before they are checked. Unknown and read-only fields are ignored.',
     ...(required.length ? { required } : {}),
-    properties,
+    properties: JSON.parse(JSON.stringify(properties)) as SchemaObject,
   };
 }
 
@@ -314,7 +326,7 @@ const RECORD_ACTIONS: Partial<Record<OperationVerb, ActionName>> = { GET: 'retri
  * two or the method is not one of its declared actions (e.g. signup added to `users`), which
  * is then described like any other view.
  */
-function declaredAction(resources: readonly ResourceDeclaration[], view: View, method: OperationVerb) {
+function declaredAction(resources: readonly Resource[], view: View, method: OperationVerb) {
   for (const resource of resources) {
     const table = view.path === `/api/v1/${resource.name}/` ? COLLECTION_ACTIONS : view.path === `/api/v1/${resource.name}/:id/` ? RECORD_ACTIONS : null;
     const action = table?.[method];
@@ -324,14 +336,14 @@ function declaredAction(resources: readonly ResourceDeclaration[], view: View, m
 }
 
 /** One declared action of a resource, with the schemas and parameters its declaration gives. */
-function resourceOperation(resource: ResourceDeclaration, view: View, action: ActionName): OperationParts {
+function resourceOperation(resource: Resource, view: View, action: ActionName, queryFilters: readonly QueryFilter[]): OperationParts {
   const { label } = resource;
   const body = content(view.mediaTypes, ref('schemas', label));
   switch (action) {
     case 'list': {
-      const orderings = Object.keys(resource.orderings).flatMap((ordering) => [ordering, `-${ordering}`]);
-      const filters = Object.entries(resource.filters ?? {}).map(
-        ([name, filter]): ParameterObject => ({ name, in: 'query', required: false, description: filter.description, schema: filter.schema }),
+      const orderings = resource.orderings.flatMap((ordering) => [ordering, `-${ordering}`]);
+      const filters = queryFilters.map(
+        (filter): ParameterObject => ({ name: filter.param, in: 'query', required: false, description: filter.description, schema: filter.schema }),
       );
       return {
         action,
@@ -380,7 +392,7 @@ function resourceOperation(resource: ResourceDeclaration, view: View, action: Ac
       return {
         action,
         parameters: [ref('parameters', 'If-Match')],
-        responses: { '204': success('Deleted.', {}), ...problems(401, 403, 404, 406, 412, 429) },
+        responses: { '204': success('Deleted.', {}), ...problems(401, 403, 404, 406, 409, 412, 429) },
       };
   }
 }
@@ -432,7 +444,7 @@ function tagOf(path: string): string {
 }
 
 /** Builds the whole document. Pure: the same declarations and views give the same document. */
-export function buildOpenApi({ resources, views, version, title = 'restwire' }: OpenApiOptions): OpenApiDocument {
+export function buildOpenApi({ resources, filters, views, version, title = 'restwire' }: OpenApiOptions): OpenApiDocument {
   const schemas: Record<string, SchemaObject> = { Problem: PROBLEM_SCHEMA };
   const tags = new Map<string, string | undefined>();
   for (const resource of resources) {
@@ -453,7 +465,7 @@ export function buildOpenApi({ resources, views, version, title = 'restwire' }: 
     for (const method of OPERATION_METHODS) {
       if (!view.actions[method]) continue;
       const declared = declaredAction(resources, view, method);
-      const operation = declared ? resourceOperation(declared.resource, view, declared.action) : genericOperation(view, method, parameters.length > 0);
+      const operation = declared ? resourceOperation(declared.resource, view, declared.action, filters.get(declared.resource.name) ?? []) : genericOperation(view, method, parameters.length > 0);
       const stem = declared ? declared.resource.name : pathStem(view.path);
       let operationId = `${stem}_${operation.action}`;
       // OpenAPI requires unique ids; two views differing only in a parameter would otherwise clash.
@@ -486,5 +498,89 @@ export function buildOpenApi({ resources, views, version, title = 'restwire' }: 
     },
     // Any one scheme, or none: reads are open to anonymous callers (API.md §2, §3).
     security: [...Object.keys(SECURITY_SCHEMES).map((name) => ({ [name]: [] })), {}],
+    webhooks: eventWebhooks(resources),
   };
+}
+
+const ACTOR: SchemaObject = {
+  type: 'object',
+  required: ['login', 'id'],
+  properties: { login: { type: 'string' }, id: { type: 'integer', minimum: 1 } },
+};
+
+/**
+ * The OpenAPI 3.1 `webhooks` section (RESOURCES.md §4): for every event, the request a receiver
+ * gets, its headers and a JSON Schema of its body generated from the declaration.
+ */
+function eventWebhooks(resources: readonly Resource[]): Record<string, PathItemObject> {
+  const webhooks: Record<string, PathItemObject> = {};
+  const headers = [
+    { name: 'X-Service-Event', description: 'The event name.' },
+    { name: 'X-Service-Delivery', description: 'The delivery id (a UUID); a redelivery keeps it.' },
+    { name: 'X-Hub-Signature', description: '`sha1=` HMAC of the body with the webhook secret.' },
+    { name: 'X-Hub-Signature-256', description: '`sha256=` HMAC of the body with the webhook secret.' },
+  ].map((header): ParameterObject => ({ ...header, in: 'header', required: true, schema: { type: 'string' } }));
+  for (const resource of resources) {
+    if (!resource.event) continue;
+    const record = recordSchema(resource);
+    const subject: SchemaObject = {
+      ...record,
+      description: `The ${resource.label.toLowerCase()} (after the change; before it for \`deleted\`). \`url\` is absolute; \`number\` is its id.`,
+      required: [...(record.required as string[]), 'number'],
+      properties: {
+        ...(record.properties as Record<string, SchemaObject>),
+        url: { type: 'string', format: 'uri', description: 'The record’s absolute URL under PUBLIC_URL.' },
+        number: { type: 'integer', minimum: 1 },
+      },
+    };
+    const changes: SchemaObject = {
+      type: 'object',
+      description: 'For `updated`: each changed field’s previous value.',
+      properties: Object.fromEntries(
+        Object.entries(resource.fields)
+          .filter(([, field]) => !field.writeOnly)
+          .map(([name]) => [name, { type: 'object', required: ['from'], properties: { from: (record.properties as Record<string, SchemaObject>)[name]! } }]),
+      ),
+      additionalProperties: false,
+    };
+    const body: SchemaObject = {
+      type: 'object',
+      title: `${resource.event} event`,
+      required: ['action', resource.event, 'repository', 'sender'],
+      properties: {
+        action: { type: 'string', enum: ['created', 'updated', 'deleted'] },
+        [resource.event]: subject,
+        changes,
+        repository: {
+          type: 'object',
+          required: ['id', 'full_name', 'owner'],
+          properties: {
+            id: { type: 'integer', minimum: 1, description: 'Stable per collection.' },
+            full_name: { type: 'string', description: `\`<owner login>/${resource.name}\`.` },
+            owner: ACTOR,
+          },
+        },
+        sender: ACTOR,
+      },
+    };
+    webhooks[resource.event] = {
+      post: {
+        operationId: `event_${resource.event}`,
+        summary: `${resource.event}: a ${resource.label.toLowerCase()} was created, updated or deleted`,
+        description: `Sent to webhooks subscribed to \`${resource.event}\` or \`*\` when a record of \`${resource.name}\` changes, in the transaction of the change.`,
+        tags: [resource.name],
+        parameters: headers,
+        requestBody: { required: true, content: { [JSON_TYPE]: { schema: body } } },
+        responses: { '2XX': { description: 'Received. Anything else is retried on the schedule.' } },
+      },
+    };
+  }
+  return webhooks;
+}
+
+/** The JSON Schema of each event's body, by event name (the `webhooks` section's). */
+export function eventSchemas(document: OpenApiDocument): Record<string, SchemaObject> {
+  return Object.fromEntries(
+    Object.entries(document.webhooks).map(([event, item]) => [event, item.post!.requestBody!.content[JSON_TYPE]!.schema]),
+  );
 }

@@ -1,0 +1,124 @@
+// List filters generated from a declaration's `filters` and `search` (RESOURCES.md §3): `exact` as
+// `?year=1999`, other lookups as `?year__gte=1990`, references by id or path, `?search=` over the
+// search fields. A value is read by the field's own rules, so a bad one is a 400 naming the
+// parameter with the field's message, never ignored.
+
+import { sql, type Expression, type ExpressionBuilder, type SqlBool } from 'kysely';
+import { columnOf, joinTableOf } from '../db/schema-state.js';
+import { readReference, type Field, type ParseContext } from './fields.js';
+import type { Lookup, Resource } from './resource.js';
+
+// The viewset's queries run over a table chosen at run time, which Kysely's types cannot name.
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+type AnyBuilder = ExpressionBuilder<any, any>;
+export type Condition = (eb: AnyBuilder) => Expression<SqlBool>;
+
+/** One query parameter a list accepts. */
+export interface QueryFilter {
+  readonly param: string;
+  readonly description: string;
+  /** JSON Schema of the parameter's value, for OpenAPI. */
+  readonly schema: Record<string, unknown>;
+  /** The condition for a value, or the message for a bad one. */
+  read(value: string): { condition: Condition } | { error: string };
+}
+
+const COMPARE: Partial<Record<Lookup, '=' | '>' | '>=' | '<' | '<='>> = { exact: '=', gt: '>', gte: '>=', lt: '<', lte: '<=' };
+const DESCRIBE: Record<Lookup, string> = {
+  exact: 'equal to',
+  contains: 'containing, ignoring case,',
+  icontains: 'containing, ignoring case,',
+  gt: 'greater than',
+  gte: 'greater than or equal to',
+  lt: 'less than',
+  lte: 'less than or equal to',
+  in: 'one of (comma-separated)',
+  isnull: 'null (`true`) or not (`false`):',
+};
+
+/** `lower(column) like %value%`, LIKE's wildcards escaped; `lower()` folds every script on both databases. */
+export function containsCondition(column: string, value: string): Condition {
+  const pattern = `%${value.toLowerCase().replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+  return () => sql<SqlBool>`lower(${sql.ref(column)}) like ${pattern} escape '\\'`;
+}
+
+/** Reads one filter value by the field's rules; references take an id or a path of their target. */
+function readValue(field: Field | null, text: string, context: ParseContext): { value: unknown } | { error: string } {
+  if (field === null || field.type === 'reference' || field.type === 'references') {
+    const target = field?.to ?? 'users';
+    if (/^[1-9]\d{0,15}$/.test(text.trim())) return { value: Number(text.trim()) };
+    if (field === null) return { error: 'Must be a positive integer id.' };
+    const found = readReference(text, target, context);
+    return 'error' in found ? found : { value: found.id };
+  }
+  const parsed = field.parse(text, context);
+  return parsed.ok ? { value: parsed.value } : { error: parsed.errors.join(' ') };
+}
+
+/** Every query parameter a resource's list accepts, besides limit, cursor and ordering. */
+export function buildFilters(resource: Resource, context: ParseContext): QueryFilter[] {
+  const filters: QueryFilter[] = [];
+  for (const [name, lookups] of Object.entries(resource.filters)) {
+    const field = name === 'owner' && resource.owner ? null : resource.fields[name]!;
+    const column = field === null ? 'owner_id' : columnOf(name, field);
+    const label = field === null ? 'owner (a user id)' : field.type === 'reference' || field.type === 'references' ? `${name} (an id or a path)` : name;
+    const baseSchema = field === null ? { type: 'integer', minimum: 1 } : field.type === 'reference' || field.type === 'references' ? { type: 'string' } : stripMeta(field.schema());
+    for (const lookup of lookups) {
+      const param = lookup === 'exact' ? name : `${name}__${lookup}`;
+      const description = `Only records whose ${label} is ${DESCRIBE[lookup]} this value.`;
+      const match = (value: unknown): Condition => {
+        if (column === null) {
+          // A `references` field: records with a join row to this target.
+          const join = joinTableOf(resource.table, name);
+          return (eb) => eb('id', 'in', eb.selectFrom(join).select('from_id').where('to_id', '=', value as number));
+        }
+        return (eb) => eb(column, '=', value as never);
+      };
+      filters.push({
+        param,
+        description,
+        schema: lookup === 'isnull' ? { type: 'boolean' } : lookup === 'in' || lookup === 'contains' || lookup === 'icontains' ? { type: 'string' } : baseSchema,
+        read(text) {
+          if (lookup === 'contains' || lookup === 'icontains') {
+            return column === null ? { error: 'This lookup does not apply to a list of references.' } : { condition: containsCondition(column, text) };
+          }
+          if (lookup === 'isnull') {
+            if (text !== 'true' && text !== 'false') return { error: 'Must be a valid boolean.' };
+            if (column === null) return { error: 'This lookup does not apply to a list of references.' };
+            return { condition: (eb) => eb(column, text === 'true' ? 'is' : 'is not', null) };
+          }
+          if (lookup === 'in') {
+            const values: unknown[] = [];
+            for (const item of text.split(',')) {
+              const read = readValue(field, item, context);
+              if ('error' in read) return read;
+              values.push(read.value);
+            }
+            if (values.length === 0) return { error: 'Give at least one value.' };
+            return { condition: (eb) => eb.or(values.map((value) => match(value)(eb))) };
+          }
+          const read = readValue(field, text, context);
+          if ('error' in read) return read;
+          if (lookup === 'exact') return { condition: match(read.value) };
+          if (column === null) return { error: 'This lookup does not apply to a list of references.' };
+          return { condition: (eb) => eb(column, COMPARE[lookup]!, read.value as never) };
+        },
+      });
+    }
+  }
+  if (resource.search.length > 0) {
+    const columns = resource.search;
+    filters.push({
+      param: 'search',
+      description: `Only records whose ${columns.join(' or ')} contains this text, ignoring case.`,
+      schema: { type: 'string' },
+      read: (text) => ({ condition: (eb) => eb.or(columns.map((column) => containsCondition(column, text)(eb))) }),
+    });
+  }
+  return filters;
+}
+
+function stripMeta(schema: Record<string, unknown>): Record<string, unknown> {
+  const { title: _title, description: _description, default: _default, readOnly: _readOnly, writeOnly: _writeOnly, ...rest } = schema;
+  return rest;
+}

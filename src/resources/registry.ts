@@ -1,0 +1,95 @@
+// The registry of collections: the one list that drives routes, the API root, OpenAPI, webhook
+// events, related lists and migrations (RESOURCES.md §1). Built from the declarations of the
+// resources folder (or, without one, the seed's `experiences`), plus restwire's own `users`.
+// Whatever needs every collection at once is checked here: reference targets, reverse lists,
+// duplicate names and event names. Errors name the file, the collection and the field.
+
+import type { CollectionState, FieldState, SchemaState } from '../db/schema-state.js';
+import { experiences } from './experiences.js';
+import { DeclarationError, type Resource } from './resource.js';
+import { usersOwning } from './users.js';
+
+/** A declaration and the file it came from (none for restwire's own). */
+export interface LoadedDeclaration {
+  readonly resource: Resource;
+  readonly file: string | null;
+}
+
+export interface Registry {
+  /** The collections served, in declaration order: what the API root lists first. */
+  readonly collections: readonly Resource[];
+  /** `users`, with a reverse list per owned collection. */
+  readonly users: Resource;
+  /** Every collection a path may name: the declared ones and `users`. */
+  readonly all: readonly Resource[];
+  /** Event names a webhook may subscribe to, besides `*`. */
+  readonly eventNames: readonly string[];
+  /** The collection with this name, if served. */
+  find(name: string): Resource | undefined;
+}
+
+/** A declaration error with the file it is in. */
+export class RegistryError extends Error {
+  constructor(file: string | null, error: DeclarationError | string) {
+    super(`${file ? `${file}: ` : ''}${error instanceof DeclarationError ? error.message : error}`);
+    this.name = 'RegistryError';
+  }
+}
+
+/** Checks the declarations together and builds the registry; without declarations, `experiences` is served. */
+export function buildRegistry(declared: readonly LoadedDeclaration[] | null): Registry {
+  const loaded = declared ?? [{ resource: experiences, file: null }];
+  const byName = new Map<string, LoadedDeclaration>();
+  const byEvent = new Map<string, LoadedDeclaration>();
+  for (const entry of loaded) {
+    const { resource, file } = entry;
+    const twin = byName.get(resource.name);
+    if (twin) throw new RegistryError(file, new DeclarationError(resource.name, null, `declared twice (also in ${twin.file ?? 'restwire'})`));
+    byName.set(resource.name, entry);
+    if (resource.event) {
+      const other = byEvent.get(resource.event);
+      if (other) {
+        throw new RegistryError(file, new DeclarationError(resource.name, null, `event "${resource.event}" is also the event of "${other.resource.name}" (${other.file ?? 'restwire'})`));
+      }
+      byEvent.set(resource.event, entry);
+    }
+  }
+  const collections = loaded.map((entry) => entry.resource);
+  const users = usersOwning(collections);
+  const all = [...collections, users];
+  const find = (name: string) => all.find((resource) => resource.name === name);
+
+  for (const { resource, file } of loaded) {
+    const fail = (field: string, problem: string): never => {
+      throw new RegistryError(file, new DeclarationError(resource.name, field, problem));
+    };
+    for (const [name, field] of Object.entries(resource.fields)) {
+      if (field.to !== undefined && !find(field.to)) fail(name, `refers to "${field.to}", which no declaration names`);
+    }
+    for (const [name, relation] of Object.entries(resource.related)) {
+      const source = find(relation.collection);
+      if (!source) fail(name, `the related list names "${relation.collection}", which no declaration names`);
+      const field = source!.fields[relation.field];
+      const refersHere = relation.field === 'owner' ? source!.owner && resource.name === 'users' : field?.to === resource.name;
+      if (!refersHere) fail(name, `"${relation.collection}.${relation.field}" is not a reference to ${resource.name}`);
+    }
+  }
+  return { collections, users, all, eventNames: [...byEvent.keys()], find };
+}
+
+/** What the declared collections ask of the database (the user's migrations must describe this). */
+export function declaredState(registry: Registry): SchemaState {
+  const state: Record<string, CollectionState> = {};
+  for (const resource of registry.collections) {
+    if (resource.builtin) continue;
+    const fields: Record<string, FieldState> = {};
+    for (const [name, field] of Object.entries(resource.fields)) fields[name] = field.state();
+    const indexes = new Set<string>();
+    for (const name of [...resource.orderings, ...Object.keys(resource.filters)]) if (name !== 'id') indexes.add(name);
+    // Reverse lists and delete rules look records up by their reference.
+    for (const [name, field] of Object.entries(resource.fields)) if (field.type === 'reference') indexes.add(name);
+    if (resource.owner) indexes.add('owner');
+    state[resource.name] = { owner: resource.owner, timestamps: resource.timestamps, fields, indexes: [...indexes].sort() };
+  }
+  return state;
+}

@@ -1,0 +1,141 @@
+// Relations between declared collections (RESOURCES.md §2): loading `references` lists and reverse
+// lists for a page of records (one query per relation, never one per record), and checking that
+// every referenced record exists. Deleting a referenced record is the viewset's (`viewset.ts`),
+// since each affected record raises its own event.
+
+import type { Kysely } from 'kysely';
+import { joinTableOf } from '../db/schema-state.js';
+import { recordPath } from '../http/paths.js';
+import type { Resource } from './resource.js';
+
+// Tables are chosen at run time from declarations, which Kysely's static types cannot name.
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export type DynamicDb = Kysely<any>;
+export type Row = Record<string, unknown> & { id: number };
+
+/** Finds a declared collection by name (the registry's lookup). */
+export type CollectionLookup = (name: string) => Resource | undefined;
+
+/** Each `references` field's target ids per record, in id order. */
+export async function loadReferenceLists(
+  executor: DynamicDb,
+  resource: Resource,
+  ids: readonly number[],
+): Promise<Map<string, Map<number, number[]>>> {
+  const lists = new Map<string, Map<number, number[]>>();
+  for (const [name, field] of Object.entries(resource.fields)) {
+    if (field.type !== 'references' || field.writeOnly) continue;
+    const byRecord = new Map<number, number[]>();
+    if (ids.length > 0) {
+      const rows = (await executor
+        .selectFrom(joinTableOf(resource.table, name))
+        .select(['from_id', 'to_id'])
+        .where('from_id', 'in', ids)
+        .orderBy('to_id')
+        .execute()) as Array<{ from_id: number; to_id: number }>;
+      for (const row of rows) {
+        const from = Number(row.from_id);
+        const list = byRecord.get(from) ?? [];
+        list.push(Number(row.to_id));
+        byRecord.set(from, list);
+      }
+    }
+    lists.set(name, byRecord);
+  }
+  return lists;
+}
+
+/** Each reverse list's paths per record (`related: {books: {collection: 'books', field: 'author'}}`). */
+export async function loadRelatedLists(
+  executor: DynamicDb,
+  resource: Resource,
+  ids: readonly number[],
+  lookup: CollectionLookup,
+): Promise<Map<string, Map<number, string[]>>> {
+  const lists = new Map<string, Map<number, string[]>>();
+  for (const [name, relation] of Object.entries(resource.related)) {
+    const source = lookup(relation.collection)!;
+    const byRecord = new Map<number, string[]>();
+    if (ids.length > 0) {
+      const many = source.fields[relation.field]?.type === 'references';
+      const rows = (
+        many
+          ? await executor
+              .selectFrom(joinTableOf(source.table, relation.field))
+              .select(['from_id as id', 'to_id as target'])
+              .where('to_id', 'in', ids)
+              .orderBy('from_id')
+              .execute()
+          : await executor
+              .selectFrom(source.table)
+              .select(['id', `${relation.field}_id as target`])
+              .where(`${relation.field}_id`, 'in', ids)
+              .orderBy('id')
+              .execute()
+      ) as Array<{ id: number; target: number }>;
+      for (const row of rows) {
+        const target = Number(row.target);
+        const list = byRecord.get(target) ?? [];
+        list.push(recordPath(source.name, Number(row.id)));
+        byRecord.set(target, list);
+      }
+    }
+    lists.set(name, byRecord);
+  }
+  return lists;
+}
+
+/**
+ * DRF's "Invalid hyperlink - Object does not exist." for every reference in `values` (field →
+ * id, or ids for a list) whose record is missing, one query per target collection.
+ */
+export async function missingReferences(
+  executor: DynamicDb,
+  resource: Resource,
+  values: Readonly<Record<string, unknown>>,
+  lookup: CollectionLookup,
+): Promise<Record<string, string[]>> {
+  const wanted = new Map<string, Set<number>>();
+  for (const [name, value] of Object.entries(values)) {
+    const field = resource.fields[name];
+    if (!field?.to || value === null || value === undefined) continue;
+    const ids = wanted.get(field.to) ?? new Set<number>();
+    for (const id of Array.isArray(value) ? (value as number[]) : [value as number]) ids.add(id);
+    wanted.set(field.to, ids);
+  }
+  const existing = new Map<string, Set<number>>();
+  for (const [target, ids] of wanted) {
+    const table = lookup(target)?.table ?? target;
+    const rows = (await executor.selectFrom(table).select('id').where('id', 'in', [...ids]).execute()) as Array<{ id: number }>;
+    existing.set(target, new Set(rows.map((row) => Number(row.id))));
+  }
+  const errors: Record<string, string[]> = {};
+  for (const [name, value] of Object.entries(values)) {
+    const field = resource.fields[name];
+    if (!field?.to || value === null || value === undefined) continue;
+    const found = existing.get(field.to)!;
+    const messages = (Array.isArray(value) ? (value as number[]) : [value as number])
+      .filter((id) => !found.has(id))
+      .map(() => 'Invalid hyperlink - Object does not exist.');
+    if (messages.length) errors[name] = messages;
+  }
+  return errors;
+}
+
+/** A field of some collection that refers to records of `target` with a `reference`. */
+export interface Referrer {
+  readonly resource: Resource;
+  readonly field: string;
+  readonly onDelete: 'protect' | 'cascade' | 'setNull';
+}
+
+/** Every `reference` field, in every collection, that points at `target`. */
+export function referrersOf(target: string, collections: readonly Resource[]): Referrer[] {
+  const found: Referrer[] = [];
+  for (const resource of collections) {
+    for (const [name, field] of Object.entries(resource.fields)) {
+      if (field.type === 'reference' && field.to === target) found.push({ resource, field: name, onDelete: field.onDelete ?? 'protect' });
+    }
+  }
+  return found;
+}
