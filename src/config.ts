@@ -36,6 +36,18 @@ export interface Config {
   readonly sessionAbsoluteSeconds: number;
   readonly logLevel: string;
   readonly dispatcherInServe: boolean;
+  /** The folder of the user's declarations (RESOURCES.md §1); `./resources` unless given. */
+  readonly resourcesDir: string;
+  /** Whether RESOURCES_DIR (or --resources) named it: a named folder must exist. */
+  readonly resourcesDirGiven: boolean;
+  /** The folder of the user's migration files (`./migrations` unless given). */
+  readonly migrationsDir: string;
+}
+
+/** Folders a command line may name, winning over the environment (RESOURCES.md §1). */
+export interface FolderOptions {
+  readonly resources?: string;
+  readonly migrations?: string;
 }
 
 /** Thrown when an environment variable has a value restwire cannot use; the message names it. */
@@ -58,7 +70,7 @@ export function parseRate(variable: string, text: string): Rate {
 }
 
 /** Reads the environment once into a frozen Config, failing fast with a message that names the variable. */
-export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+export function loadConfig(env: NodeJS.ProcessEnv = process.env, folders: FolderOptions = {}): Config {
   const read = (name: string): string | undefined => {
     const value = env[name];
     return value === undefined || value === '' ? undefined : value;
@@ -156,5 +168,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     sessionAbsoluteSeconds: int('SESSION_ABSOLUTE_SECONDS', 14 * 86_400, 60, 365 * 86_400),
     logLevel: read('LOG_LEVEL') ?? 'info',
     dispatcherInServe: bool('DISPATCHER_IN_SERVE', true),
+    resourcesDir: resolve(folders.resources ?? read('RESOURCES_DIR') ?? './resources'),
+    resourcesDirGiven: (folders.resources ?? read('RESOURCES_DIR')) !== undefined,
+    migrationsDir: resolve(folders.migrations ?? read('MIGRATIONS_DIR') ?? './migrations'),
   });
 }

@@ -1,5 +1,32 @@
+// The package's public surface (`import … from 'restwire'`): declare your own collections
+// (RESOURCES.md §1), and verify restwire's deliveries in your own receiver.
+
+import { allowAny, and, authenticatedOrReadOnly, isAuthenticated, not, or, ownerOrReadOnly } from './auth/permissions.js';
+
 /**
- * The package's public surface for receivers: verify a restwire delivery in your own server.
+ * Declare a collection: the default export of each file in your resources folder.
+ *
+ * @example
+ * import { defineResource, field, permission } from 'restwire';
+ * export default defineResource({
+ *   name: 'books',
+ *   fields: { title: field.string({ maxLength: 200 }), author: field.reference('authors') },
+ *   owner: true,
+ *   permission: permission.and(permission.authenticatedOrReadOnly, permission.ownerOrReadOnly),
+ *   event: 'book',
+ * });
+ */
+export { defineResource, LOOKUPS, type ActionName, type Lookup, type RelatedList, type Resource, type ResourceOptions } from './resources/resource.js';
+export { field, type CommonOptions, type Field, type FieldType, type OnDelete } from './resources/fields.js';
+/** The seed's `experiences`, for a resources folder that wants to keep serving it: `export { experiences as default } from 'restwire'`. */
+export { experiences } from './resources/experiences.js';
+export type { Permission, PermissionContext, OwnedRecord } from './auth/permissions.js';
+
+/** Permission policies (DRF's), and `and` / `or` / `not` to combine them. */
+export const permission = { allowAny, isAuthenticated, authenticatedOrReadOnly, ownerOrReadOnly, and, or, not } as const;
+
+/**
+ * Verify a restwire delivery in your own server.
  *
  * @example
  * import { verifyDelivery } from 'restwire';

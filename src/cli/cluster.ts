@@ -4,10 +4,10 @@ import { RateLimiterCluster, RateLimiterClusterMaster } from 'rate-limiter-flexi
 import { loadKeys } from '../auth/keys.js';
 import { UserStore } from '../auth/users.js';
 import type { Config } from '../config.js';
-import { openStorage } from '../db/database.js';
 import type { LimiterFactory } from '../throttling/request-throttle.js';
 import { createDispatcher, type Dispatcher } from '../webhooks/dispatcher.js';
 import { ensureFirstUser } from './first-user.js';
+import { openProject } from './project.js';
 import { serve } from './serve.js';
 import { onShutdownSignal } from './shutdown.js';
 
@@ -27,7 +27,7 @@ export async function serveCluster(config: Config, workers: number): Promise<voi
 
 async function runPrimary(config: Config, workers: number): Promise<void> {
   const log = pino({ level: config.logLevel });
-  const storage = await openStorage(config);
+  const { storage } = await openProject(config);
   const keys = await loadKeys(storage.db, config.secretKey);
   const notice = await ensureFirstUser(new UserStore(storage.db), config);
   if (notice) process.stdout.write(`${notice}\n`);

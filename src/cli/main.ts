@@ -1,8 +1,14 @@
 import { Command, InvalidArgumentError } from 'commander';
 import { UsernameTaken, passwordProblems, usernameProblems } from '../auth/users.js';
-import { ConfigError, loadConfig } from '../config.js';
+import { ConfigError, loadConfig, type FolderOptions } from '../config.js';
 import { openStorage } from '../db/database.js';
-import { migrateToLatest } from '../db/migrations.js';
+import { migrateToLatest, pendingMigrations } from '../db/migrations.js';
+import { writeMigrationFile } from '../db/migration-files.js';
+import { describeOperation, diffStates, replay, type FieldRename } from '../db/migration-operations.js';
+import { applyUserMigrations, collectionsWithRows, pendingUserMigrations } from '../db/user-migrations.js';
+import { declaredState } from '../resources/registry.js';
+import { loadProject } from './project.js';
+import { relative } from 'node:path';
 import { UserStore } from '../auth/users.js';
 import { loadKeys } from '../auth/keys.js';
 import { PasswordChangeLog } from '../auth/password-changes.js';
@@ -31,21 +37,28 @@ const program = new Command('restwire')
   .description('Resource API server with signed, reliable webhook deliveries')
   .version(VERSION);
 
-program
+/** `--resources DIR` and `--migrations DIR`, after the subcommand (RESOURCES.md §7 "CLI"). */
+function withFolders(command: Command): Command {
+  return command
+    .option('--resources <dir>', 'folder of resource declarations (RESOURCES_DIR; default ./resources when it exists)')
+    .option('--migrations <dir>', 'folder of migration files (MIGRATIONS_DIR; default ./migrations)');
+}
+
+withFolders(program
   .command('serve')
   .description('serve the API (and deliver webhooks) on HOST:PORT')
-  .option('--workers <n>', 'processes sharing the port (node:cluster); 0 means one per core', parseWorkers)
-  .action(async (options: { workers?: number }) => {
-    const config = loadConfig();
+  .option('--workers <n>', 'processes sharing the port (node:cluster); 0 means one per core', parseWorkers))
+  .action(async (options: { workers?: number } & FolderOptions) => {
+    const config = loadConfig(process.env, options);
     if (options.workers === undefined) await serve(config);
     else await serveCluster(config, options.workers === 0 ? availableParallelism() : options.workers);
   });
 
-program
+withFolders(program
   .command('worker')
-  .description('deliver webhooks only (run several on PostgreSQL; set DISPATCHER_IN_SERVE=false on serve to leave delivery to workers)')
-  .action(async () => {
-    await worker(loadConfig());
+  .description('deliver webhooks only (run several on PostgreSQL; set DISPATCHER_IN_SERVE=false on serve to leave delivery to workers)'))
+  .action(async (options: FolderOptions) => {
+    await worker(loadConfig(process.env, options));
   });
 
 program
@@ -60,18 +73,74 @@ program
     onShutdownSignal(() => listener.close());
   });
 
-program
+withFolders(program
   .command('migrate')
-  .description('apply pending database migrations and exit')
-  .action(async () => {
-    const config = loadConfig();
+  .description("apply restwire's pending migrations, then the migrations folder's, and exit")
+  .option('--plan', 'print what would be applied, and apply nothing')
+  .option('--allow-data-loss', 'apply migrations that remove fields or collections holding data'))
+  .action(async (options: { plan?: boolean; allowDataLoss?: boolean } & FolderOptions) => {
+    const config = loadConfig(process.env, options);
+    const project = await loadProject(config);
     const storage = await openStorage(config, { migrate: false });
     try {
-      const applied = await migrateToLatest(storage.db);
-      process.stdout.write(applied.length ? `applied: ${applied.join(', ')}\n` : 'database is up to date\n');
+      if (options.plan) {
+        const own = await pendingMigrations(storage.db);
+        const files = await pendingUserMigrations(storage.db, project.files);
+        if (own.length === 0 && files.length === 0) process.stdout.write('No migrations to apply.\n');
+        for (const name of own) process.stdout.write(`restwire ${name}\n`);
+        for (const file of files) {
+          process.stdout.write(`${file.name}\n`);
+          for (const operation of file.operations) process.stdout.write(`  - ${describeOperation(operation)}\n`);
+        }
+      } else {
+        const applied = [...(await migrateToLatest(storage.db)), ...(await applyUserMigrations(storage.db, project.files, { allowDataLoss: options.allowDataLoss === true }))];
+        process.stdout.write(applied.length ? `Applied: ${applied.join(', ')}\n` : 'No migrations to apply: the database is up to date.\n');
+      }
+      if (project.unmigrated.length > 0) {
+        process.stdout.write(`Note: the declarations have ${project.unmigrated.length} change(s) no migration describes yet; run \`restwire makemigrations\`.\n`);
+      }
     } finally {
       await storage.close();
     }
+  });
+
+withFolders(program
+  .command('makemigrations')
+  .description('write one migration file describing how the declarations differ from the migrations folder')
+  .option('--name <name>', 'a name for the new file (letters, digits, _)', parseMigrationName)
+  .option('--rename <rename>', 'a renamed field, COLLECTION.OLD:NEW (repeat for several)', collectRename, []))
+  .action(async (options: { name?: string; rename: FieldRename[] } & FolderOptions) => {
+    const config = loadConfig(process.env, options);
+    const project = await loadProject(config);
+    const described = replay(project.files.flatMap((file) => file.operations));
+    const operations = diffStates(described, declaredState(project.registry), { renames: options.rename });
+    if (operations.length === 0) {
+      process.stdout.write('No changes detected\n');
+      return;
+    }
+    // RESOURCES.md §5: a new required field needs a default when its collection has records.
+    const needDefault = operations.filter(
+      (operation) => operation.op === 'addField' && !operation.state.null && operation.state.default === undefined && operation.state.type !== 'references',
+    );
+    if (needDefault.length > 0) {
+      const storage = await openStorage(config, { migrate: false });
+      try {
+        const withRows = await collectionsWithRows(storage.db, needDefault.map((operation) => operation.collection));
+        for (const operation of needDefault) {
+          if (operation.op === 'addField' && withRows.has(operation.collection)) {
+            fail(
+              `${operation.collection}.${operation.field} is a new required field without a default, and ${operation.collection} has records. ` +
+                'Give it a `default` (or make it `required: false`) in its declaration, then run makemigrations again.',
+            );
+          }
+        }
+      } finally {
+        await storage.close();
+      }
+    }
+    const path = writeMigrationFile(config.migrationsDir, operations, options.name);
+    process.stdout.write(`Wrote ${relative(process.cwd(), path) || path}:\n`);
+    for (const operation of operations) process.stdout.write(`  - ${describeOperation(operation)}\n`);
   });
 
 program
@@ -135,6 +204,17 @@ program
       await storage.close();
     }
   });
+
+function parseMigrationName(value: string): string {
+  if (!/^[A-Za-z0-9_]{1,64}$/.test(value)) throw new InvalidArgumentError('expected letters, digits and _ (at most 64)');
+  return value;
+}
+
+function collectRename(value: string, previous: FieldRename[]): FieldRename[] {
+  const match = /^([a-z][a-z0-9_]*)\.([a-z][a-z0-9_]*):([a-z][a-z0-9_]*)$/.exec(value);
+  if (!match) throw new InvalidArgumentError('expected COLLECTION.OLD:NEW, e.g. books.name:title');
+  return [...previous, { collection: match[1]!, from: match[2]!, to: match[3]! }];
+}
 
 function parseWorkers(value: string): number {
   const workers = Number(value);

@@ -1,7 +1,7 @@
 import { buildApp, logsInfo, type App, type AppOptions } from '../app.js';
 import type { Config } from '../config.js';
-import { openStorage } from '../db/database.js';
 import { ensureFirstUser } from './first-user.js';
+import { openProject } from './project.js';
 import { onShutdownSignal } from './shutdown.js';
 
 export interface ServeOptions extends AppOptions {
@@ -11,8 +11,8 @@ export interface ServeOptions extends AppOptions {
 
 /** Starts the API server; resolves once listening. SIGTERM/SIGINT drain and exit 0 (API.md §5). */
 export async function serve(config: Config, options: ServeOptions = {}): Promise<App> {
-  const storage = await openStorage(config);
-  const app = await buildApp(config, storage, options);
+  const { project, storage } = await openProject(config);
+  const app = await buildApp(config, storage, { registry: project.registry, ...options });
   const notice = await ensureFirstUser(app.users, config);
   if (notice) process.stdout.write(`${notice}\n`);
   const address = await app.server.listen({ host: config.host, port: config.port });

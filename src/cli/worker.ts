@@ -1,8 +1,8 @@
 import pino from 'pino';
 import { loadKeys } from '../auth/keys.js';
 import type { Config } from '../config.js';
-import { openStorage } from '../db/database.js';
 import { createDispatcher } from '../webhooks/dispatcher.js';
+import { openProject } from './project.js';
 import { onShutdownSignal } from './shutdown.js';
 
 /**
@@ -11,7 +11,8 @@ import { onShutdownSignal } from './shutdown.js';
  */
 export async function worker(config: Config): Promise<void> {
   const log = pino({ level: config.logLevel });
-  const storage = await openStorage(config);
+  // Refuses declarations the migrations do not describe, as serve does (RESOURCES.md §5).
+  const { storage } = await openProject(config);
   const keys = await loadKeys(storage.db, config.secretKey);
   const dispatcher = createDispatcher(config, storage, { secretKey: keys.secretKey, log });
   await dispatcher.start();

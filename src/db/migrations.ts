@@ -145,3 +145,9 @@ export async function migrateToLatest(db: AnyDb): Promise<string[]> {
   if (error) throw error instanceof Error ? error : new Error(String(error));
   return (results ?? []).filter((r) => r.status === 'Success').map((r) => r.migrationName);
 }
+
+/** restwire's own migrations not yet applied (for `restwire migrate --plan`); changes nothing. */
+export async function pendingMigrations(db: AnyDb): Promise<string[]> {
+  const migrations = await new Migrator({ db, provider }).getMigrations();
+  return migrations.filter((migration) => migration.executedAt === undefined).map((migration) => migration.name);
+}

@@ -9,7 +9,7 @@
 import { existsSync, readdirSync, statSync } from 'node:fs';
 import { join, relative, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { DeclarationError, isResource } from './resource.js';
+import { isResource } from './resource.js';
 import { RegistryError, type LoadedDeclaration } from './registry.js';
 
 const DECLARATION_FILE = /\.(ts|mts|js|mjs)$/;
@@ -38,7 +38,9 @@ export async function loadDeclarations(dir: string | null): Promise<LoadedDeclar
     try {
       module = (await tsImport(pathToFileURL(resolve(path)).href, import.meta.url)) as { default?: unknown };
     } catch (error) {
-      if (error instanceof DeclarationError) throw new RegistryError(file, error);
+      // The file's `restwire` may be another instance of this module (tsx loads it in its own
+      // namespace), so a DeclarationError is known by its name, not by instanceof.
+      if (error instanceof Error && error.name === 'DeclarationError') throw new RegistryError(file, error.message);
       throw new RegistryError(file, `could not be loaded: ${error instanceof Error ? error.message : String(error)}`);
     }
     // tsx may wrap a CommonJS-style default once more.
