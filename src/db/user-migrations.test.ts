@@ -1,6 +1,13 @@
+import { execFile } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
 import { sql } from 'kysely';
+import pg from 'pg';
+import { build } from 'rolldown';
 import { afterEach, describe, expect, it } from 'vitest';
-import { BACKENDS, createTestDatabase, type TestDatabase } from '../../test/support/server.js';
 import { openStorage, type Storage } from './database.js';
 import type { MigrationFile } from './migration-files.js';
 import type { Operation } from './migration-operations.js';
@@ -30,6 +37,41 @@ const createBooks: Operation = {
   indexes: ['title'],
 };
 
+// SQLite always; PostgreSQL too when TEST_DATABASE_URL is set (as .ci/run does). A test file under
+// src/ cannot import test/support (tsconfig's rootDir), so this is its small equivalent.
+const BACKENDS: Array<'sqlite' | 'postgres'> = process.env.TEST_DATABASE_URL ? ['sqlite', 'postgres'] : ['sqlite'];
+
+interface TestDatabase {
+  readonly dataDir: string;
+  readonly url: string | null;
+  drop(): Promise<void>;
+}
+
+/** A fresh temp folder, plus a fresh PostgreSQL database for 'postgres'. */
+async function createTestDatabase(backend: 'sqlite' | 'postgres'): Promise<TestDatabase> {
+  const dataDir = mkdtempSync(join(tmpdir(), 'restwire-user-migrations-'));
+  if (backend === 'sqlite') return { dataDir, url: null, drop: async () => rmSync(dataDir, { recursive: true, force: true }) };
+  const adminUrl = process.env.TEST_DATABASE_URL!;
+  const name = `restwire_test_${randomBytes(6).toString('hex')}`;
+  const admin = async (statement: string) => {
+    const client = new pg.Client({ connectionString: adminUrl });
+    await client.connect();
+    await client.query(statement);
+    await client.end();
+  };
+  await admin(`create database ${name}`);
+  const url = new URL(adminUrl);
+  url.pathname = `/${name}`;
+  return {
+    dataDir,
+    url: url.toString(),
+    async drop() {
+      await admin(`drop database if exists ${name} with (force)`);
+      rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
 /** Migration files as the folder would give them, one per list of operations. */
 function filesOf(...changeSets: Operation[][]): MigrationFile[] {
   return changeSets.map((operations, index) => {
@@ -48,7 +90,7 @@ afterEach(async () => {
 
 async function open(backend: (typeof BACKENDS)[number]): Promise<AnyDb> {
   const database = await createTestDatabase(backend);
-  const storage = await openStorage({ dataDir: database.env.DATA_DIR!, databaseUrl: database.url });
+  const storage = await openStorage({ dataDir: database.dataDir, databaseUrl: database.url });
   opened.push({ storage, database });
   return storage.db as unknown as AnyDb;
 }
@@ -247,7 +289,7 @@ describe.each(BACKENDS)('user migrations on %s', (backend) => {
 describe.runIf(BACKENDS.includes('postgres'))('user migrations racing on postgres', () => {
   it('applies each file once when two processes migrate together', async () => {
     const database = await createTestDatabase('postgres');
-    const storages = await Promise.all([0, 1].map(() => openStorage({ dataDir: database.env.DATA_DIR!, databaseUrl: database.url })));
+    const storages = await Promise.all([0, 1].map(() => openStorage({ dataDir: database.dataDir, databaseUrl: database.url })));
     try {
       const files = filesOf([createAuthors], [createTags], [{ op: 'addField', collection: 'authors', field: 'born', state: { type: 'integer', null: true, unique: false } }]);
       const applied = await Promise.all(storages.map((s) => applyUserMigrations(s.db as unknown as AnyDb, files)));
@@ -255,6 +297,49 @@ describe.runIf(BACKENDS.includes('postgres'))('user migrations racing on postgre
       expect(await rows(storages[0]!.db as unknown as AnyDb, 'select count(*)::int as n from restwire_user_migration')).toEqual([{ n: 3 }]);
     } finally {
       await Promise.all(storages.map((s) => s.close()));
+      await database.drop();
+    }
+  });
+});
+
+describe('user migrations racing on sqlite', () => {
+  // better-sqlite3 waits for SQLite's write lock synchronously, so two migrators in one process
+  // would block each other; real processes are needed. They run this module bundled to plain
+  // JavaScript (by rolldown, vite's bundler), placed under node_modules so its imports resolve.
+  it('applies each file once when several processes migrate together', async () => {
+    const root = new URL('../..', import.meta.url).pathname;
+    const work = mkdtempSync(join(root, 'node_modules', '.restwire-race-'));
+    const database = await createTestDatabase('sqlite');
+    try {
+      const entry = join(work, 'entry.ts');
+      writeFileSync(
+        entry,
+        `export { openStorage } from '${new URL('./database.ts', import.meta.url).pathname}';\n` +
+          `export { applyUserMigrations } from '${new URL('./user-migrations.ts', import.meta.url).pathname}';\n`,
+      );
+      const bundle = join(work, 'bundle.mjs');
+      await build({ input: entry, platform: 'node', external: [/^[^./]/], output: { file: bundle, format: 'esm' }, write: true, logLevel: 'silent' });
+      const files = filesOf([createAuthors], [createTags], [{ op: 'addField', collection: 'authors', field: 'born', state: { type: 'integer', null: true, unique: false } }]);
+      const script = `
+        const { openStorage, applyUserMigrations } = await import(${JSON.stringify(bundle)});
+        const storage = await openStorage({ dataDir: process.argv[1], databaseUrl: null });
+        const applied = await applyUserMigrations(storage.db, JSON.parse(process.argv[2]));
+        await storage.close();
+        console.log(JSON.stringify(applied));`;
+      const run = promisify(execFile);
+      mkdirSync(database.dataDir, { recursive: true });
+      const outputs = await Promise.all(
+        [0, 1, 2].map(() => run(process.execPath, ['--input-type=module', '-e', script, database.dataDir, JSON.stringify(files)])),
+      );
+      const applied = outputs.flatMap(({ stdout }) => JSON.parse(stdout) as string[]);
+      expect(applied.sort()).toEqual(files.map((f) => f.name));
+      const storage = await openStorage({ dataDir: database.dataDir, databaseUrl: null });
+      const db = storage.db as unknown as AnyDb;
+      expect(await rows(db, 'select count(*) as n from restwire_user_migration')).toEqual([{ n: 3 }]);
+      expect((await db.introspection.getTables()).find((t) => t.name === 'authors')!.columns.map((c) => c.name)).toEqual(['id', 'name', 'born']);
+      await storage.close();
+    } finally {
+      rmSync(work, { recursive: true, force: true });
       await database.drop();
     }
   });
