@@ -85,7 +85,10 @@ export function declaredState(registry: Registry): SchemaState {
     const fields: Record<string, FieldState> = {};
     for (const [name, field] of Object.entries(resource.fields)) fields[name] = field.state();
     const indexes = new Set<string>();
-    for (const name of [...resource.orderings, ...Object.keys(resource.filters)]) if (name !== 'id') indexes.add(name);
+    // A references filter reads the join table, whose to_id index serves it.
+    for (const name of [...resource.orderings, ...Object.keys(resource.filters)]) {
+      if (name !== 'id' && resource.fields[name]?.type !== 'references') indexes.add(name);
+    }
     // Reverse lists and delete rules look records up by their reference.
     for (const [name, field] of Object.entries(resource.fields)) if (field.type === 'reference') indexes.add(name);
     if (resource.owner) indexes.add('owner');
