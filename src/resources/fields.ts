@@ -131,11 +131,13 @@ function makeField(options: CommonOptions<unknown> & Record<string, unknown>, sp
     defaultValue = parsed.value;
   }
   const show = spec.show ?? ((stored: unknown) => stored);
+  const showsNull = spec.type !== 'references' && (nullable || (!required && !hasDefault) || (options.readOnly === true && !hasDefault));
   const schema = {
     ...(options.label ? { title: options.label } : {}),
     ...(options.helpText ? { description: options.helpText } : {}),
     ...spec.schema,
-    ...(nullable ? { type: [spec.schema.type ?? 'string', 'null'].flat() } : {}),
+    // Shown as null when nullable, or optional without a default (RESOURCES.md §7 "Strings").
+    ...(showsNull && spec.schema.type !== undefined ? { type: [spec.schema.type, 'null'].flat() } : {}),
     ...(hasDefault && spec.type !== 'references' ? { default: options.default } : {}),
     ...(options.readOnly ? { readOnly: true } : {}),
     ...(options.writeOnly ? { writeOnly: true } : {}),
@@ -166,7 +168,7 @@ function makeField(options: CommonOptions<unknown> & Record<string, unknown>, sp
     state: () => ({
       type: spec.type,
       // An optional field left out reads back as null (RESOURCES.md §7 "Strings").
-      null: nullable || (!required && !hasDefault) || options.readOnly === true && !hasDefault,
+      null: showsNull,
       unique: options.unique === true,
       ...(hasDefault && spec.type !== 'references' ? { default: defaultValue as string | number | null } : {}),
       ...spec.state,

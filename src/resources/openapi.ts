@@ -256,9 +256,13 @@ function inputSchema(resource: Resource, partial: boolean): SchemaObject {
   const writable = Object.entries(resource.fields).filter(([, field]) => !field.readOnly);
   const properties = Object.fromEntries(
     writable.map(([name, field]) => {
-      const schema = field.schema();
+      const shownSchema = field.schema();
+      // Null is accepted only from a nullable field (an optional one may be left out instead).
+      const types = ([] as unknown[]).concat(shownSchema.type ?? []).filter((type) => type !== 'null' || field.nullable);
       // Decimals are read from a number or a numeric string; shown as a string.
-      return [name, field.type === 'decimal' ? { ...schema, type: schema.type === 'string' ? ['string', 'number'] : [...(schema.type as string[]), 'number'], pattern: undefined } : schema];
+      if (field.type === 'decimal') types.push('number');
+      const schema = shownSchema.type === undefined ? shownSchema : { ...shownSchema, type: types.length === 1 ? types[0] : types };
+      return [name, field.type === 'decimal' ? { ...schema, pattern: undefined } : schema];
     }),
   );
   const required = partial ? [] : writable.filter(([, field]) => field.required).map(([name]) => name);

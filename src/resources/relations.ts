@@ -105,6 +105,7 @@ export async function missingReferences(
   }
   const existing = new Map<string, Set<number>>();
   for (const [target, ids] of wanted) {
+    if (ids.size === 0) continue;
     const table = lookup(target)?.table ?? target;
     const rows = (await executor.selectFrom(table).select('id').where('id', 'in', [...ids]).execute()) as Array<{ id: number }>;
     existing.set(target, new Set(rows.map((row) => Number(row.id))));
@@ -113,7 +114,7 @@ export async function missingReferences(
   for (const [name, value] of Object.entries(values)) {
     const field = resource.fields[name];
     if (!field?.to || value === null || value === undefined) continue;
-    const found = existing.get(field.to)!;
+    const found = existing.get(field.to) ?? new Set<number>();
     const messages = (Array.isArray(value) ? (value as number[]) : [value as number])
       .filter((id) => !found.has(id))
       .map(() => 'Invalid hyperlink - Object does not exist.');

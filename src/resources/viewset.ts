@@ -9,7 +9,7 @@ import { parseId, recordPath } from '../http/paths.js';
 import { permissionDenied } from '../http/pipeline.js';
 import { CSV_TYPE, HTML_TYPE, JSON_TYPE } from '../http/renderers.js';
 import type { Action, ApiRequest, View } from '../http/view.js';
-import { parseField, type Field, type ParseContext } from './fields.js';
+import { parseField, readReference, type Field, type ParseContext } from './fields.js';
 import { buildFilters, type Condition } from './filters.js';
 import { fetchKeysetPage, pageResponse } from './keyset.js';
 import {
@@ -213,9 +213,22 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
   const uniqueMessage = (name: string) => `${label} with this ${name.replace(/_/g, ' ')} already exists.`;
 
   /** Relations and uniqueness, checked in the write's transaction; all problems in one 400. */
-  async function checkAgainstStored(executor: DynamicDb, values: Record<string, unknown>, errors: FieldErrors, exceptId: number | null) {
+  async function checkAgainstStored(
+    executor: DynamicDb,
+    data: RequestData,
+    values: Record<string, unknown>,
+    errors: FieldErrors,
+    exceptId: number | null,
+  ) {
     const checked = { ...values };
     for (const name of Object.keys(errors)) delete checked[name];
+    // A list with bad items still has every missing record reported (one message per item).
+    for (const [name, field] of manyFields) {
+      if (!errors[name] || !Array.isArray(data[name])) continue;
+      const readable = (data[name] as unknown[]).map((item) => readReference(item, field.to!, context)).filter((item) => 'id' in item);
+      const missing = await missingReferences(executor, resource, { [name]: readable.map((item) => (item as { id: number }).id) }, lookup);
+      errors[name]!.push(...(missing[name] ?? []));
+    }
     Object.assign(errors, await missingReferences(executor, resource, checked, lookup), await duplicateValues(executor, checked, exceptId));
     if (Object.keys(errors).length) throw new ValidationError(errors);
   }
@@ -341,8 +354,9 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
   const create: Action = {
     permission: resource.permission,
     async handle(request) {
-      const { values, errors } = readInput(await request.data(), false);
-      if (Object.keys(errors).length && !hasStoredChecks(values)) throw new ValidationError(errors);
+      const data = await request.data();
+      const { values, errors } = readInput(data, false);
+      if (Object.keys(errors).length && !hasStoredChecks(data)) throw new ValidationError(errors);
       // Left out: the declared default, else null (an empty list for references).
       for (const [name, field] of fieldEntries) {
         if (!(name in values)) values[name] = field.hasDefault ? field.defaultValue : field.type === 'references' ? [] : null;
@@ -350,7 +364,7 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
       const user = request.user!;
       const now = Date.now();
       const record = await writeTransaction(async (trx, notify) => {
-        await checkAgainstStored(trx, values, errors, null);
+        await checkAgainstStored(trx, data, values, errors, null);
         const { rows } = await trx.executeQuery<Row>(
           compiledInsert(trx, {
             ...columnValues(values),
@@ -368,9 +382,9 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
     },
   };
 
-  /** Whether a body's values need the database to be judged (references, unique fields). */
-  function hasStoredChecks(values: Record<string, unknown>): boolean {
-    return Object.keys(values).some((name) => resource.fields[name]!.to !== undefined || resource.fields[name]!.unique);
+  /** Whether a body needs the database to be judged (references, unique fields). */
+  function hasStoredChecks(data: RequestData): boolean {
+    return fieldEntries.some(([name, field]) => (field.to !== undefined || field.unique) && name in data);
   }
 
   const retrieve: Action = {
@@ -395,7 +409,7 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
           const before = await representOne(row, trx);
           assertRecordMatches(request.raw.headers['if-match'], before);
           const { values, errors } = readInput(data, partial);
-          await checkAgainstStored(trx, values, errors, id);
+          await checkAgainstStored(trx, data, values, errors, id);
           const changed = Object.entries(values).filter(([name, value]) => {
             const field = resource.fields[name]!;
             return field.type === 'references' ? !sameValue(before[name], field.show(value)) : !sameValue(row[columnOf(name, field)!], value);

@@ -1,0 +1,58 @@
+import { describe, expect, it } from 'vitest';
+import { field } from './fields.js';
+import { buildRegistry, declaredState } from './registry.js';
+import { defineResource, type ResourceOptions } from './resource.js';
+
+const books = (overrides: Partial<ResourceOptions> = {}): ResourceOptions => ({
+  name: 'books',
+  fields: { title: field.string({ maxLength: 200 }), author: field.reference('authors', { nullable: true, onDelete: 'setNull' }) },
+  ...overrides,
+});
+
+describe('defineResource (RESOURCES.md §1)', () => {
+  it('names the collection and the field of every mistake', () => {
+    expect(() => defineResource(books({ orderings: ['nope'] }))).toThrow('collection "books", field "nope"');
+    expect(() => defineResource(books({ filters: { title: ['near' as 'exact'] } }))).toThrow(/field "title": unknown lookup "near"/);
+    expect(() => defineResource(books({ name: 'users' }))).toThrow(/reserved/);
+    expect(() => defineResource(books({ name: 'Books' }))).toThrow(/\[a-z\]/);
+    expect(() => defineResource({ ...books(), colour: 'red' } as ResourceOptions)).toThrow(/unknown option "colour"/);
+    expect(() => defineResource(books({ fields: { title: field.string({ maxLength: 9, size: 3 } as never) } }))).toThrow(
+      /field "title": unknown option "size"/,
+    );
+    expect(() => defineResource(books({ fields: { title: 'string' as never } }))).toThrow(/field "title": unknown field type/);
+  });
+
+  it('checks references and events across collections in the registry', () => {
+    expect(() => buildRegistry([{ resource: defineResource(books()), file: 'resources/books.ts' }])).toThrow(
+      'resources/books.ts: collection "books", field "author": refers to "authors", which no declaration names',
+    );
+    const authors = defineResource({ name: 'authors', fields: { name: field.string({ maxLength: 50 }) }, event: 'book' });
+    expect(() =>
+      buildRegistry([
+        { resource: defineResource(books({ event: 'book' })), file: 'b.ts' },
+        { resource: authors, file: 'a.ts' },
+      ]),
+    ).toThrow(/event "book" is also the event of "books"/);
+  });
+
+  it('describes the tables the declarations need', () => {
+    const authors = defineResource({ name: 'authors', fields: { name: field.string({ maxLength: 50, unique: true }) }, owner: true });
+    const registry = buildRegistry([
+      { resource: authors, file: null },
+      { resource: defineResource(books({ orderings: ['title'] })), file: null },
+    ]);
+    expect(declaredState(registry)).toEqual({
+      authors: { owner: true, timestamps: true, fields: { name: { type: 'string', null: false, unique: true, maxLength: 50 } }, indexes: ['owner'] },
+      books: {
+        owner: false,
+        timestamps: true,
+        fields: {
+          title: { type: 'string', null: false, unique: false, maxLength: 200 },
+          author: { type: 'reference', null: true, unique: false, to: 'authors', onDelete: 'setNull' },
+        },
+        indexes: ['author', 'title'],
+      },
+    });
+    expect(registry.users.related).toEqual({ authors: { collection: 'authors', field: 'owner' } });
+  });
+});
