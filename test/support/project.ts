@@ -31,8 +31,12 @@ export interface Project {
   /** The migration files' names, sorted. */
   migrationFiles(): string[];
   readMigration(name: string): string;
-  /** Runs `node bin/restwire.js ...args` in the project, with the database's env and `env`. */
-  run(args: readonly string[], env?: Record<string, string>): Promise<CommandResult>;
+  /**
+   * Runs `node bin/restwire.js ...args` in the project, with the database's env and `env`. A
+   * command still running after `timeoutMs` (a `serve` that should have refused) is killed and
+   * reported with code null.
+   */
+  run(args: readonly string[], env?: Record<string, string>, timeoutMs?: number): Promise<CommandResult>;
   /** `restwire serve` in the project (startServer with cwd = the project). */
   start(options?: StartOptions): Promise<RunningServer>;
   cleanup(): void;
@@ -51,6 +55,8 @@ export function createProject(database: TestDatabase, files: Record<string, stri
 
   const baseEnv = () => ({
     PATH: process.env.PATH ?? '',
+    HOST: '127.0.0.1',
+    PORT: '0',
     ADMIN_USERNAME: ADMIN.username,
     ADMIN_PASSWORD: ADMIN.password,
     ...database.env,
@@ -64,15 +70,19 @@ export function createProject(database: TestDatabase, files: Record<string, stri
     remove: (file) => rmSync(join(resourcesDir, file), { force: true }),
     migrationFiles: () => (existsSync(migrationsDir) ? readdirSync(migrationsDir).filter((name) => !name.startsWith('.')).sort() : []),
     readMigration: (name) => readFileSync(join(migrationsDir, name), 'utf8'),
-    run(args, env = {}) {
+    run(args, env = {}, timeoutMs = 30_000) {
       const child = spawn(process.execPath, [BIN, ...args], { cwd: dir, env: { ...baseEnv(), ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
       let stdout = '';
       let stderr = '';
       child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
       child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+      const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
       return new Promise((resolve, reject) => {
         child.once('error', reject);
-        child.once('close', (code) => resolve({ code, stdout, stderr, output: stdout + stderr }));
+        child.once('close', (code) => {
+          clearTimeout(timer);
+          resolve({ code, stdout, stderr, output: stdout + stderr });
+        });
       });
     },
     start: (options = {}) => startServer(database, { ...options, cwd: dir }),
