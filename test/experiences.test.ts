@@ -308,6 +308,8 @@ describe.each(BACKENDS)('experiences API on %s', (backend) => {
       expect(etag).toMatch(/^"[^"]+"$/);
       const cached = await api(record.url, { headers: { 'if-none-match': etag } });
       expect(cached.status).toBe(304);
+      // RFC 9110 §15.4.5: no body, so no Content-Type (issue #10).
+      expect(cached.headers.get('content-type')).toBeNull();
 
       const stale = await api(record.url, { method: 'PATCH', headers: { authorization: adminAuth, 'content-type': 'application/json', 'if-match': '"stale"' }, body: JSON.stringify({ title: 'Nope' }) });
       expect(stale.status).toBe(412);

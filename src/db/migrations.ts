@@ -2,12 +2,13 @@ import { Migrator, PostgresAdapter, sql, type Kysely, type Migration, type Migra
 
 // Migrations run against an untyped Kysely: the typed schema describes the result, not the steps.
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- Kysely's own migration type
-type AnyDb = Kysely<any>;
+export type AnyDb = Kysely<any>;
 
-const isPostgres = (db: AnyDb): boolean => db.getExecutor().adapter instanceof PostgresAdapter;
+/** Whether a migration runs on PostgreSQL (else SQLite). */
+export const isPostgres = (db: AnyDb): boolean => db.getExecutor().adapter instanceof PostgresAdapter;
 
 /** An auto-incrementing integer primary key that is never reused, on either dialect. */
-function primaryKeyType(db: AnyDb) {
+export function primaryKeyType(db: AnyDb) {
   return isPostgres(db) ? sql`bigserial primary key` : sql`integer primary key autoincrement`;
 }
 

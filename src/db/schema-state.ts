@@ -92,3 +92,32 @@ export function uniqueIndexOf(table: string, column: string): string {
 export function indexOf(table: string, field: string): string {
   return `${table}__${field}__idx`;
 }
+
+/** The column type that stores a field (the rules above); null for a `references` field. */
+export function columnTypeOf(field: Pick<FieldState, 'type'>): 'bigint' | 'integer' | 'text' | null {
+  switch (field.type) {
+    case 'references':
+      return null;
+    case 'integer':
+    case 'decimal':
+    case 'reference':
+      return 'bigint';
+    case 'boolean':
+      return 'integer';
+    default:
+      return 'text';
+  }
+}
+
+/**
+ * The column an entry of `indexes` names: a declared field's column, else `owner` → `owner_id`
+ * (when `owner`), `created_at`/`updated_at` (when `timestamps`); null when it names none of
+ * these or a `references` field (a join table has no column to index).
+ */
+export function indexColumnOf(collection: CollectionState, entry: string): string | null {
+  const field = collection.fields[entry];
+  if (field) return columnOf(entry, field);
+  if (entry === 'owner' && collection.owner) return 'owner_id';
+  if ((entry === 'created_at' || entry === 'updated_at') && collection.timestamps) return entry;
+  return null;
+}

@@ -1,5 +1,13 @@
 import type SQLite from 'better-sqlite3';
-import { CompiledQuery, SqliteDialect, type DatabaseConnection, type Driver, type QueryResult } from 'kysely';
+import {
+  CompiledQuery,
+  SqliteAdapter,
+  SqliteDialect,
+  type DatabaseConnection,
+  type DialectAdapter,
+  type Driver,
+  type QueryResult,
+} from 'kysely';
 
 /**
  * Kysely's SQLite dialect with its driver replaced (issue #6). Three things differ from Kysely's
@@ -28,6 +36,23 @@ export class RestwireSqliteDialect extends SqliteDialect {
 
   override createDriver(): Driver {
     return new HandOffSqliteDriver(this.#database);
+  }
+
+  override createAdapter(): DialectAdapter {
+    return new TransactionalDdlSqliteAdapter();
+  }
+}
+
+/**
+ * SQLite's DDL is transactional, but Kysely's adapter says it is not, so its Migrator would run
+ * migrations outside a transaction: a failed one would leave half its changes behind
+ * (RESOURCES.md §6), and two processes starting together could both apply it. In a transaction
+ * (BEGIN IMMEDIATE, above) a failure rolls back, and the second process waits for the first and
+ * then finds nothing pending.
+ */
+class TransactionalDdlSqliteAdapter extends SqliteAdapter {
+  override get supportsTransactionalDdl(): boolean {
+    return true;
   }
 }
 

@@ -190,13 +190,14 @@ function send(request: FastifyRequest, reply: FastifyReply, representation: Cach
     reply.code(status).send();
     return;
   }
-  reply.header('content-type', contentType);
   if (etag !== null) {
     reply.header('etag', etag);
+    // A 304 has no body, so no Content-Type (RFC 9110 §15.4.5; proxies such as Prism reject one).
     if (noneMatch(request.headers['if-none-match'], etag)) {
       reply.code(304).send();
       return;
     }
   }
+  reply.header('content-type', contentType);
   reply.code(status).send(text);
 }
