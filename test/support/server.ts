@@ -73,6 +73,8 @@ export interface StartOptions {
   readonly args?: readonly string[];
   /** What the process prints once ready (default: Fastify's "Server listening at …"). */
   readonly ready?: RegExp;
+  /** The working directory (a user's project folder); default: this process's. */
+  readonly cwd?: string;
 }
 
 /** Spawns `restwire serve` (or `args`) on a free port and waits until it listens. */
@@ -91,6 +93,7 @@ export async function startServer(database: TestDatabase, options: StartOptions 
       ...options.env,
     },
     stdio: ['ignore', 'pipe', 'pipe'],
+    ...(options.cwd ? { cwd: options.cwd } : {}),
   });
   let output = '';
   child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
