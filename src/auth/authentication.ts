@@ -42,7 +42,11 @@ export async function createAuthentication({ config, storage, keys, users, limit
   users.onPasswordChange((userId, changedAt) => passwordChanges.note(userId, changedAt));
 
   const cache = new CredentialCache(keys.derive('credential-cache'), passwordChanges, { ttlMs: CREDENTIAL_CACHE_TTL_MS });
-  const verify = throttledVerifier(cachedVerifier(storeVerifier(users), cache), new LoginThrottle(limiterFactory));
+  const verify = throttledVerifier(
+    cachedVerifier(storeVerifier(users), cache),
+    new LoginThrottle(limiterFactory),
+    (username, password) => cache.get(username, password) !== null,
+  );
   const accessTokens = new AccessTokens(await createKeyring(keys.derive('access-token')), config.accessTokenSeconds, passwordChanges);
   const refreshTokens = new RefreshTokens(storage.db, config.refreshTokenSeconds);
   const sessions = new SessionStore(storage.db, {
