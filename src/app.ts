@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import cors from '@fastify/cors';
-import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyRequest } from 'fastify';
 import { createAuthentication } from './auth/authentication.js';
 import { loadKeys, type Keys } from './auth/keys.js';
 import { UserStore } from './auth/users.js';
@@ -65,6 +65,10 @@ export function logsInfo(config: Pick<Config, 'logLevel'>): boolean {
   return INFO_OR_FINER.has(config.logLevel);
 }
 
+function isPreflight(request: FastifyRequest): boolean {
+  return request.headers.origin !== undefined && request.headers['access-control-request-method'] !== undefined;
+}
+
 /** Assembles the HTTP server: pipeline, resources, operations. Does not listen. */
 export async function buildApp(config: Config, storage: Storage, options: AppOptions = {}): Promise<App> {
   const server = Fastify({
@@ -106,13 +110,18 @@ export async function buildApp(config: Config, storage: Storage, options: AppOpt
   server.addHook('onResponse', metrics.recordRequest);
   if (config.corsOrigins.length > 0) {
     const any = config.corsOrigins.includes('*');
-    await server.register(cors, {
+    const corsOptions = {
       origin: any ? '*' : [...config.corsOrigins],
       credentials: !any,
       methods: METHODS.filter((m) => m !== 'HEAD'),
       allowedHeaders: ['Authorization', 'Content-Type', 'Accept', 'If-Match', 'If-None-Match', 'X-CSRFToken'],
       exposedHeaders: ['ETag', 'Location', 'Link', 'Retry-After', 'X-Rate-Limit-Limit', 'X-Rate-Limit-Remaining', 'X-Rate-Limit-Reset'],
       maxAge: 600,
+    };
+    // Only a real preflight (Origin and Access-Control-Request-Method, Fetch §3.2.2) is answered
+    // by CORS; a plain OPTIONS goes on to the pipeline for the metadata and Allow (API.md §6).
+    await server.register(cors, {
+      delegator: (request, callback) => callback(null, { ...corsOptions, preflight: isPreflight(request) }),
     });
   }
   server.addHook('onRequest', pipeline.initial);

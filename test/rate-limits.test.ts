@@ -241,6 +241,15 @@ describe('rate limits, exceeded', () => {
     expect([response.status, rateHeaders(response).remaining]).toEqual([200, '2']);
   });
 
+  it('with listed origins: a plain OPTIONS (no Access-Control-Request-Method) is described, not refused as a bad preflight', async () => {
+    for (const headers of [{ origin: ORIGIN }, {}]) {
+      const response = await api('/api/v1/experiences/', { method: 'OPTIONS', from: '203.0.113.50', headers });
+      expect(response.status).toBe(200);
+      expect(response.headers.get('allow')).toBe('GET, HEAD, OPTIONS, POST');
+      expect(await response.json()).toMatchObject({ name: expect.any(String), renders: expect.any(Array) });
+    }
+  });
+
   it('with listed origins: that origin and credentials, the headers exposed on a 429 too; others get no CORS headers', async () => {
     const from = '203.0.113.40';
     for (let i = 0; i < 3; i++) await api('/api/v1/', { from });
