@@ -24,6 +24,8 @@ export interface Authentication {
   readonly accessTokens: AccessTokens;
   readonly refreshTokens: RefreshTokens;
   readonly sessions: SessionStore;
+  /** Origins a browser may send session requests from, besides the request's own (csrf.ts). */
+  readonly trustedOrigins: readonly string[];
 }
 
 export interface AuthenticationOptions {
@@ -54,16 +56,18 @@ export async function createAuthentication({ config, storage, keys, users, limit
     absoluteMs: config.sessionAbsoluteSeconds * 1000,
     secureCookies: new URL(config.publicUrl).protocol === 'https:',
   });
+  const trusted = trustedOrigins(config);
 
   return {
     authenticators: [
       basicAuthentication(verify),
       bearerAuthentication(accessTokens),
-      sessionAuthentication(sessions, trustedOrigins(config)),
+      sessionAuthentication(sessions, trusted),
     ],
     verify,
     accessTokens,
     refreshTokens,
     sessions,
+    trustedOrigins: trusted,
   };
 }
