@@ -1,7 +1,7 @@
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError, NotFound, ParseError, PayloadTooLarge, UnsupportedMediaType } from './errors.js';
 import { SUPPORTED_MEDIA_TYPES } from './parsers.js';
-import { API_PREFIX } from './pipeline.js';
+import { API_PREFIX, requestPath } from './pipeline.js';
 
 /**
  * The one place errors become responses: `application/problem+json` (RFC 9457) with `type`,
@@ -54,17 +54,12 @@ export function problemHandler(error: FastifyError, request: FastifyRequest, rep
 
 /** Unknown paths: 308 to the trailing-slash form under /api/v1 (API.md §6), else a 404 problem. */
 export function notFoundHandler(request: FastifyRequest, reply: FastifyReply): void {
-  const [path, query] = splitUrl(request.url);
+  const [path, query] = requestPath(request.url);
   if ((path === '/api/v1' || path.startsWith(API_PREFIX)) && !path.endsWith('/')) {
     reply.redirect(`${path}/${query}`, 308);
     return;
   }
   sendProblem(reply, new NotFound());
-}
-
-function splitUrl(url: string): [string, string] {
-  const index = url.indexOf('?');
-  return index === -1 ? [url, ''] : [url.slice(0, index), url.slice(index)];
 }
 
 /**
