@@ -12,7 +12,8 @@ import { registerOperations } from './http/operations.js';
 import { CursorCodec } from './http/pagination.js';
 import { BODY_LIMIT } from './http/parsers.js';
 import { createPipeline } from './http/pipeline.js';
-import { frameworkErrorHandler, notFoundHandler, problemHandler } from './http/problem-handler.js';
+import { clientErrorHandler, frameworkErrorHandler, notFoundHandler, problemHandler } from './http/problem-handler.js';
+import { securityHeaders } from './http/security-headers.js';
 import { METHODS, type View } from './http/view.js';
 import { authViews, withSignup } from './resources/auth-views.js';
 import { docsViews } from './resources/docs.js';
@@ -83,6 +84,7 @@ export async function buildApp(config: Config, storage: Storage, options: AppOpt
     exposeHeadRoutes: false,
     return503OnClosing: true,
     frameworkErrors: frameworkErrorHandler,
+    clientErrorHandler,
   });
   const keys = await loadKeys(storage.db, config.secretKey);
   const metrics = createMetrics();
@@ -107,6 +109,7 @@ export async function buildApp(config: Config, storage: Storage, options: AppOpt
   // use, so a bad body is judged after authentication, permission and throttling, as in DRF.
   server.removeAllContentTypeParsers();
   server.addContentTypeParser('*', { parseAs: 'buffer' }, (_request, body, done) => done(null, body));
+  server.addHook('onRequest', securityHeaders);
   server.addHook('onResponse', metrics.recordRequest);
   if (config.corsOrigins.length > 0) {
     const any = config.corsOrigins.includes('*');

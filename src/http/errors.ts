@@ -105,6 +105,14 @@ export class NotAcceptable extends ApiError {
   }
 }
 
+/** The request (headers or body) did not arrive in time (the server's requestTimeout). */
+export class RequestTimeout extends ApiError {
+  override readonly status = 408;
+  override readonly code = 'request_timeout';
+  override readonly title = 'Request timeout';
+  override readonly headers: Record<string, string> = { connection: 'close' };
+}
+
 export class PreconditionFailed extends ApiError {
   override readonly status = 412;
   override readonly code = 'precondition_failed';
@@ -128,6 +136,13 @@ export class UnsupportedMediaType extends ApiError {
     super(`Unsupported media type "${contentType}"; send one of: ${supported.join(', ')}.`);
     this.extensions.supported = supported;
   }
+}
+
+/** RFC 6585 §5: the request's header section is larger than the server reads. */
+export class HeadersTooLarge extends ApiError {
+  override readonly status = 431;
+  override readonly code = 'headers_too_large';
+  override readonly title = 'Request header fields too large';
 }
 
 export class Throttled extends ApiError {

@@ -1,7 +1,10 @@
+import { STATUS_CODES } from 'node:http';
+import type { Duplex } from 'node:stream';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
-import { ApiError, NotFound, ParseError, PayloadTooLarge, UnsupportedMediaType } from './errors.js';
+import { ApiError, HeadersTooLarge, NotFound, ParseError, PayloadTooLarge, RequestTimeout, UnsupportedMediaType } from './errors.js';
 import { SUPPORTED_MEDIA_TYPES } from './parsers.js';
 import { API_PREFIX, requestPath } from './pipeline.js';
+import { SECURITY_HEADERS } from './security-headers.js';
 
 /**
  * The one place errors become responses: `application/problem+json` (RFC 9457) with `type`,
@@ -29,16 +32,19 @@ function fromFastify(error: FastifyError): ApiError | null {
   }
 }
 
-/** Sends an ApiError as problem+json. */
-export function sendProblem(reply: FastifyReply, error: ApiError): void {
-  const body = {
+function problemBody(error: ApiError): string {
+  return JSON.stringify({
     type: `urn:restwire:problem:${error.code}`,
     title: error.title,
     status: error.status,
     detail: error.detail,
     ...error.extensions,
-  };
-  reply.code(error.status).headers(error.headers).header('content-type', `${PROBLEM_TYPE}; charset=utf-8`).send(JSON.stringify(body));
+  });
+}
+
+/** Sends an ApiError as problem+json. */
+export function sendProblem(reply: FastifyReply, error: ApiError): void {
+  reply.code(error.status).headers(error.headers).header('content-type', `${PROBLEM_TYPE}; charset=utf-8`).send(problemBody(error));
 }
 
 /** Fastify error handler: any thrown value becomes a problem response; 5xx are logged. */
@@ -68,5 +74,44 @@ export function notFoundHandler(request: FastifyRequest, reply: FastifyReply): v
  * no hook has run (API.md §1).
  */
 export function frameworkErrorHandler(error: FastifyError, _request: FastifyRequest, reply: FastifyReply): void {
+  // No onRequest hook has run, so securityHeaders has not either.
+  reply.headers(SECURITY_HEADERS);
   sendProblem(reply, error.code === 'FST_ERR_BAD_URL' ? new ParseError('The request URL is malformed.') : new ParseError(error.message));
+}
+
+/**
+ * Node's HTTP parser refuses some requests before Fastify sees them (`clientError`): headers over
+ * the limit, bytes a request line may not hold, a request that did not arrive within
+ * requestTimeout. Fastify's default answer is its own JSON; this writes the same problem+json as
+ * every other error, on the raw socket, and closes it (issue 11, finding 12a). Not counted by the
+ * rate limit: no request exists to count.
+ */
+export function clientErrorHandler(error: NodeJS.ErrnoException, socket: Duplex): void {
+  // A reset connection has no one to answer (https://nodejs.org/api/http.html#event-clienterror).
+  if (error.code === 'ECONNRESET' || socket.destroyed) return;
+  if (socket.writable) {
+    const problem = fromClientError(error);
+    const body = problemBody(problem);
+    const headers = {
+      ...SECURITY_HEADERS,
+      ...problem.headers,
+      'content-type': `${PROBLEM_TYPE}; charset=utf-8`,
+      'content-length': String(Buffer.byteLength(body)),
+      connection: 'close',
+    };
+    const head = Object.entries(headers).map(([name, value]) => `${name}: ${value}\r\n`).join('');
+    socket.write(`HTTP/1.1 ${problem.status} ${STATUS_CODES[problem.status]}\r\n${head}\r\n${body}`);
+  }
+  socket.destroy();
+}
+
+function fromClientError(error: NodeJS.ErrnoException): ApiError {
+  switch (error.code) {
+    case 'ERR_HTTP_REQUEST_TIMEOUT':
+      return new RequestTimeout('The request did not arrive in time.');
+    case 'HPE_HEADER_OVERFLOW':
+      return new HeadersTooLarge('The request headers are larger than the server accepts.');
+    default:
+      return new ParseError('The request is not valid HTTP/1.1.');
+  }
 }
