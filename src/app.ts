@@ -83,6 +83,11 @@ export async function buildApp(config: Config, storage: Storage, options: AppOpt
     bodyLimit: BODY_LIMIT,
     exposeHeadRoutes: false,
     return503OnClosing: true,
+    // A client that trickles its headers or body (one byte every few seconds) is answered 408
+    // and cut off after REQUEST_TIMEOUT_SECONDS, instead of holding a socket, and shutdown, for
+    // ever (issue 11, finding 5). Node checks once per connectionsCheckingInterval.
+    requestTimeout: config.requestTimeoutMs,
+    http: { headersTimeout: Math.min(config.requestTimeoutMs, 60_000), connectionsCheckingInterval: 1_000 },
     frameworkErrors: frameworkErrorHandler,
     clientErrorHandler,
   });

@@ -1,5 +1,5 @@
 import { STATUS_CODES } from 'node:http';
-import type { Duplex } from 'node:stream';
+import type { Socket } from 'node:net';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError, HeadersTooLarge, NotFound, ParseError, PayloadTooLarge, RequestTimeout, UnsupportedMediaType } from './errors.js';
 import { SUPPORTED_MEDIA_TYPES } from './parsers.js';
@@ -86,10 +86,11 @@ export function frameworkErrorHandler(error: FastifyError, _request: FastifyRequ
  * every other error, on the raw socket, and closes it (issue 11, finding 12a). Not counted by the
  * rate limit: no request exists to count.
  */
-export function clientErrorHandler(error: NodeJS.ErrnoException, socket: Duplex): void {
+export function clientErrorHandler(error: NodeJS.ErrnoException, socket: Socket): void {
   // A reset connection has no one to answer (https://nodejs.org/api/http.html#event-clienterror).
   if (error.code === 'ECONNRESET' || socket.destroyed) return;
-  if (socket.writable) {
+  // As Node's own handler: never write into the middle of a response already under way.
+  if (socket.writable && socket.bytesWritten === 0) {
     const problem = fromClientError(error);
     const body = problemBody(problem);
     const headers = {
