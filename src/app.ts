@@ -6,13 +6,14 @@ import { loadKeys, type Keys } from './auth/keys.js';
 import { UserStore } from './auth/users.js';
 import type { Config } from './config.js';
 import type { Storage } from './db/database.js';
+import { DatabaseOutage } from './db/outage.js';
 import { createMetrics, type Metrics } from './http/metrics.js';
 import { buildOpenApi } from './http/openapi.js';
 import { registerOperations } from './http/operations.js';
 import { CursorCodec } from './http/pagination.js';
 import { BODY_LIMIT } from './http/parsers.js';
 import { createPipeline } from './http/pipeline.js';
-import { clientErrorHandler, frameworkErrorHandler, notFoundHandler, problemHandler } from './http/problem-handler.js';
+import { clientErrorHandler, createProblemHandler, frameworkErrorHandler, notFoundHandler } from './http/problem-handler.js';
 import { securityHeaders } from './http/security-headers.js';
 import { METHODS, type View } from './http/view.js';
 import { authViews, withSignup } from './resources/auth-views.js';
@@ -108,7 +109,9 @@ export async function buildApp(config: Config, storage: Storage, options: AppOpt
   const pipeline = createPipeline({ authenticators: auth.authenticators, throttle });
 
   server.decorateRequest('api', null);
-  server.setErrorHandler(problemHandler);
+  const outage = new DatabaseOutage(storage.ping, server.log);
+  server.addHook('onClose', async () => outage.stop());
+  server.setErrorHandler(createProblemHandler(outage));
   server.setNotFoundHandler(notFoundHandler);
   // Bodies are read as bytes here (with the 1 MiB limit) and decoded by the pipeline on first
   // use, so a bad body is judged after authentication, permission and throttling, as in DRF.

@@ -160,3 +160,11 @@ export class ServiceUnavailable extends ApiError {
   override readonly code = 'service_unavailable';
   override readonly title = 'Service unavailable';
 }
+
+/** The database cannot be reached or used for now (db/outage.ts); clients should retry. */
+export class DatabaseUnavailable extends ServiceUnavailable {
+  override readonly headers: Record<string, string> = { 'retry-after': '5' };
+  constructor(detail = 'The database is not reachable; try again shortly.') {
+    super(detail);
+  }
+}

@@ -1,7 +1,8 @@
 import { STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
-import { ApiError, HeadersTooLarge, NotFound, ParseError, PayloadTooLarge, RequestTimeout, UnsupportedMediaType } from './errors.js';
+import { isDatabaseUnavailable, type DatabaseOutage } from '../db/outage.js';
+import { ApiError, DatabaseUnavailable, HeadersTooLarge, NotFound, ParseError, PayloadTooLarge, RequestTimeout, UnsupportedMediaType } from './errors.js';
 import { SUPPORTED_MEDIA_TYPES } from './parsers.js';
 import { API_PREFIX, requestPath } from './pipeline.js';
 import { SECURITY_HEADERS } from './security-headers.js';
@@ -47,15 +48,26 @@ export function sendProblem(reply: FastifyReply, error: ApiError): void {
   reply.code(error.status).headers(error.headers).header('content-type', `${PROBLEM_TYPE}; charset=utf-8`).send(problemBody(error));
 }
 
-/** Fastify error handler: any thrown value becomes a problem response; 5xx are logged. */
-export function problemHandler(error: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
-  const apiError = error instanceof ApiError ? error : fromFastify(error);
-  if (apiError === null || apiError.status >= 500) {
-    // The server's logger, with the id named here: below LOG_LEVEL=info requests have no child
-    // logger of their own (app.ts).
-    request.server.log.error({ err: error, reqId: request.id }, 'request failed');
-  }
-  sendProblem(reply, apiError ?? new ApiError('The server could not complete the request.'));
+/**
+ * The Fastify error handler: any thrown value becomes a problem response; 5xx are logged, except
+ * a database outage: a 503 with Retry-After, reported once per outage by `outage`, not a stack
+ * per request (issue 11, finding 9).
+ */
+export function createProblemHandler(outage: DatabaseOutage) {
+  return function problemHandler(error: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
+    if (!(error instanceof ApiError) && isDatabaseUnavailable(error)) {
+      outage.noted(error);
+      sendProblem(reply, new DatabaseUnavailable());
+      return;
+    }
+    const apiError = error instanceof ApiError ? error : fromFastify(error);
+    if (apiError === null || apiError.status >= 500) {
+      // The server's logger, with the id named here: below LOG_LEVEL=info requests have no child
+      // logger of their own (app.ts).
+      request.server.log.error({ err: error, reqId: request.id }, 'request failed');
+    }
+    sendProblem(reply, apiError ?? new ApiError('The server could not complete the request.'));
+  };
 }
 
 /** Unknown paths: 308 to the trailing-slash form under /api/v1 (API.md §6), else a 404 problem. */
