@@ -1,18 +1,20 @@
 import { randomUUID } from 'node:crypto';
 import cors from '@fastify/cors';
-import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyRequest } from 'fastify';
 import { createAuthentication } from './auth/authentication.js';
 import { loadKeys, type Keys } from './auth/keys.js';
 import { UserStore } from './auth/users.js';
 import type { Config } from './config.js';
 import type { Storage } from './db/database.js';
+import { DatabaseOutage } from './db/outage.js';
 import { createMetrics, type Metrics } from './http/metrics.js';
 import { buildOpenApi } from './resources/openapi.js';
 import { registerOperations } from './http/operations.js';
 import { CursorCodec } from './http/pagination.js';
 import { BODY_LIMIT } from './http/parsers.js';
 import { createPipeline } from './http/pipeline.js';
-import { frameworkErrorHandler, notFoundHandler, problemHandler } from './http/problem-handler.js';
+import { clientErrorHandler, createProblemHandler, frameworkErrorHandler, notFoundHandler } from './http/problem-handler.js';
+import { securityHeaders } from './http/security-headers.js';
 import { METHODS, type View } from './http/view.js';
 import { authViews, withSignup } from './resources/auth-views.js';
 import { docsViews } from './resources/docs.js';
@@ -65,6 +67,10 @@ export function logsInfo(config: Pick<Config, 'logLevel'>): boolean {
   return INFO_OR_FINER.has(config.logLevel);
 }
 
+function isPreflight(request: FastifyRequest): boolean {
+  return request.headers.origin !== undefined && request.headers['access-control-request-method'] !== undefined;
+}
+
 /** Assembles the HTTP server: pipeline, resources, operations. Does not listen. */
 export async function buildApp(config: Config, storage: Storage, options: AppOptions = {}): Promise<App> {
   const server = Fastify({
@@ -78,7 +84,13 @@ export async function buildApp(config: Config, storage: Storage, options: AppOpt
     bodyLimit: BODY_LIMIT,
     exposeHeadRoutes: false,
     return503OnClosing: true,
+    // A client that trickles its headers or body (one byte every few seconds) is answered 408
+    // and cut off after REQUEST_TIMEOUT_SECONDS, instead of holding a socket, and shutdown, for
+    // ever (issue 11, finding 5). Node checks once per connectionsCheckingInterval.
+    requestTimeout: config.requestTimeoutMs,
+    http: { headersTimeout: Math.min(config.requestTimeoutMs, 60_000), connectionsCheckingInterval: 1_000 },
     frameworkErrors: frameworkErrorHandler,
+    clientErrorHandler,
   });
   const keys = await loadKeys(storage.db, config.secretKey);
   const metrics = createMetrics();
@@ -97,22 +109,30 @@ export async function buildApp(config: Config, storage: Storage, options: AppOpt
   const pipeline = createPipeline({ authenticators: auth.authenticators, throttle });
 
   server.decorateRequest('api', null);
-  server.setErrorHandler(problemHandler);
+  const outage = new DatabaseOutage(storage.ping, server.log);
+  server.addHook('onClose', async () => outage.stop());
+  server.setErrorHandler(createProblemHandler(outage));
   server.setNotFoundHandler(notFoundHandler);
   // Bodies are read as bytes here (with the 1 MiB limit) and decoded by the pipeline on first
   // use, so a bad body is judged after authentication, permission and throttling, as in DRF.
   server.removeAllContentTypeParsers();
   server.addContentTypeParser('*', { parseAs: 'buffer' }, (_request, body, done) => done(null, body));
+  server.addHook('onRequest', securityHeaders);
   server.addHook('onResponse', metrics.recordRequest);
   if (config.corsOrigins.length > 0) {
     const any = config.corsOrigins.includes('*');
-    await server.register(cors, {
+    const corsOptions = {
       origin: any ? '*' : [...config.corsOrigins],
       credentials: !any,
       methods: METHODS.filter((m) => m !== 'HEAD'),
       allowedHeaders: ['Authorization', 'Content-Type', 'Accept', 'If-Match', 'If-None-Match', 'X-CSRFToken'],
       exposedHeaders: ['ETag', 'Location', 'Link', 'Retry-After', 'X-Rate-Limit-Limit', 'X-Rate-Limit-Remaining', 'X-Rate-Limit-Reset'],
       maxAge: 600,
+    };
+    // Only a real preflight (Origin and Access-Control-Request-Method, Fetch §3.2.2) is answered
+    // by CORS; a plain OPTIONS goes on to the pipeline for the metadata and Allow (API.md §6).
+    await server.register(cors, {
+      delegator: (request, callback) => callback(null, { ...corsOptions, preflight: isPreflight(request) }),
     });
   }
   server.addHook('onRequest', pipeline.initial);

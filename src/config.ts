@@ -36,6 +36,10 @@ export interface Config {
   readonly sessionAbsoluteSeconds: number;
   readonly logLevel: string;
   readonly dispatcherInServe: boolean;
+  /** Time a client has to send a whole request, headers and body (Node's requestTimeout). */
+  readonly requestTimeoutMs: number;
+  /** On SIGTERM, how long in-flight requests may finish before their connections are closed. */
+  readonly drainTimeoutMs: number;
   /** The folder of the user's declarations (RESOURCES.md §1); `./resources` unless given. */
   readonly resourcesDir: string;
   /** Whether RESOURCES_DIR (or --resources) named it: a named folder must exist. */
@@ -168,6 +172,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, folders: Folder
     sessionAbsoluteSeconds: int('SESSION_ABSOLUTE_SECONDS', 14 * 86_400, 60, 365 * 86_400),
     logLevel: read('LOG_LEVEL') ?? 'info',
     dispatcherInServe: bool('DISPATCHER_IN_SERVE', true),
+    requestTimeoutMs: int('REQUEST_TIMEOUT_SECONDS', 30, 1, 3600) * 1000,
+    drainTimeoutMs: int('DRAIN_TIMEOUT_SECONDS', 10, 1, 600) * 1000,
     resourcesDir: resolve(folders.resources ?? read('RESOURCES_DIR') ?? './resources'),
     resourcesDirGiven: (folders.resources ?? read('RESOURCES_DIR')) !== undefined,
     migrationsDir: resolve(folders.migrations ?? read('MIGRATIONS_DIR') ?? './migrations'),

@@ -329,6 +329,23 @@ describe.each(BACKENDS)('sign-in on %s', (backend) => {
       await expectProblem(await createExperience({ ...secureHeaders, origin: 'http://restwire.example' }, otherApi), 403);
     });
 
+    it('refuses a session login from another origin (login CSRF): 403, no cookies', async () => {
+      for (const headers of [{ origin: 'https://evil.example' }, { origin: 'null' }, { referer: 'https://evil.example/page' }]) {
+        const refused = await postForm('/api/v1/auth/session/', { username: 'bob', password: 'bob-password-1' }, headers);
+        expect((await expectProblem(refused, 403)).detail).toMatch(/another origin/);
+        expect(refused.headers.getSetCookie()).toEqual([]);
+      }
+      const own = await postForm('/api/v1/auth/session/', { username: 'bob', password: 'bob-password-1' }, { origin: server.url });
+      expect(own.status).toBe(204);
+      const viaPublicUrl = await postForm(
+        '/api/v1/auth/session/',
+        { username: 'bob', password: 'bob-password-1' },
+        { origin: 'https://restwire.example' },
+        otherApi,
+      );
+      expect(viaPublicUrl.status).toBe(204);
+    });
+
     it('lets Basic and Bearer requests through without a CSRF token, even beside a session cookie', async () => {
       const session = await login('bob', 'bob-password-1');
       const { access_token } = await obtainToken('bob', 'bob-password-1');

@@ -1,3 +1,4 @@
+import { request as httpRequest } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectRateHeaders, rateHeaders } from './support/rate-limits.js';
 import { BACKENDS, adminAuth, basic, createTestDatabase, createUser, startServer, type RunningServer, type TestDatabase } from './support/server.js';
@@ -20,6 +21,20 @@ function client(server: () => RunningServer) {
     if (from) all.set('x-forwarded-for', from);
     return fetch(`${server().url}${path}`, { redirect: 'manual', ...rest, headers: all });
   };
+}
+
+/** Sends a request target exactly as given (fetch would normalise it) to 127.0.0.1. */
+function rawRequest(port: number, target: string, headers: Record<string, string> = {}) {
+  return new Promise<{ status: number; headers: Record<string, string | string[] | undefined>; body: string }>((resolve, reject) => {
+    const sent = httpRequest({ host: '127.0.0.1', port, path: target, headers }, (response) => {
+      let body = '';
+      response.setEncoding('utf8');
+      response.on('data', (chunk: string) => (body += chunk));
+      response.on('end', () => resolve({ status: response.statusCode!, headers: response.headers, body }));
+    });
+    sent.on('error', reject);
+    sent.end();
+  });
 }
 
 describe.each(BACKENDS)('rate-limit headers on every /api/v1/ response, on %s', (backend) => {
@@ -69,6 +84,28 @@ describe.each(BACKENDS)('rate-limit headers on every /api/v1/ response, on %s', 
     const deleted = await api(scratch.headers.get('location')!, { method: 'DELETE', headers: { authorization: adminAuth } });
     expect(deleted.status).toBe(204);
     expectRateHeaders(deleted, 3600);
+  });
+
+  it('runs the whole pipeline for a percent-encoded path or an absolute-form target: handled and counted, never a 500', async () => {
+    // Paths that match no view are counted against the IP, at the anonymous rate.
+    const cases: Array<[string, number, string]> = [
+      ['/%61pi/v1/experiences/', 200, '2000'],
+      ['/api/v1/%65xperiences/', 200, '2000'],
+      [`http://127.0.0.1:${server.port}/api/v1/webhooks/`, 200, '2000'],
+      [`http://127.0.0.1:${server.port}/api/v1/nothing-here/`, 404, '1000'],
+      ['/%61pi/v1/webhooks/?limit=1', 200, '2000'],
+    ];
+    for (const [target, status, limit] of cases) {
+      const response = await rawRequest(server.port, target, { authorization: adminAuth });
+      expect(response.status, target).toBe(status);
+      expect(response.headers['x-rate-limit-limit'], target).toBe(limit);
+      expect(response.headers['x-rate-limit-remaining'], target).toMatch(/^\d+$/);
+    }
+    const anonymous = await rawRequest(server.port, `http://127.0.0.1:${server.port}/api/v1/webhooks/`);
+    expect(anonymous.status).toBe(401);
+    expect(anonymous.headers['content-type']).toMatch(/^application\/problem\+json/);
+    expect(anonymous.headers['x-rate-limit-limit']).toBe('1000');
+    expect(server.output()).not.toMatch(/request failed/);
   });
 
   it('308 to the trailing-slash form, /api/v1 itself included', async () => {
@@ -239,6 +276,15 @@ describe('rate limits, exceeded', () => {
     }
     const response = await api('/api/v1/', { from });
     expect([response.status, rateHeaders(response).remaining]).toEqual([200, '2']);
+  });
+
+  it('with listed origins: a plain OPTIONS (no Access-Control-Request-Method) is described, not refused as a bad preflight', async () => {
+    for (const headers of [{ origin: ORIGIN }, {}]) {
+      const response = await api('/api/v1/experiences/', { method: 'OPTIONS', from: '203.0.113.50', headers });
+      expect(response.status).toBe(200);
+      expect(response.headers.get('allow')).toBe('GET, HEAD, OPTIONS, POST');
+      expect(await response.json()).toMatchObject({ name: expect.any(String), renders: expect.any(Array) });
+    }
   });
 
   it('with listed origins: that origin and credentials, the headers exposed on a 429 too; others get no CORS headers', async () => {

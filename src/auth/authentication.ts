@@ -24,6 +24,8 @@ export interface Authentication {
   readonly accessTokens: AccessTokens;
   readonly refreshTokens: RefreshTokens;
   readonly sessions: SessionStore;
+  /** Origins a browser may send session requests from, besides the request's own (csrf.ts). */
+  readonly trustedOrigins: readonly string[];
 }
 
 export interface AuthenticationOptions {
@@ -42,7 +44,11 @@ export async function createAuthentication({ config, storage, keys, users, limit
   users.onPasswordChange((userId, changedAt) => passwordChanges.note(userId, changedAt));
 
   const cache = new CredentialCache(keys.derive('credential-cache'), passwordChanges, { ttlMs: CREDENTIAL_CACHE_TTL_MS });
-  const verify = throttledVerifier(cachedVerifier(storeVerifier(users), cache), new LoginThrottle(limiterFactory));
+  const verify = throttledVerifier(
+    cachedVerifier(storeVerifier(users), cache),
+    new LoginThrottle(limiterFactory),
+    (username, password) => cache.get(username, password) !== null,
+  );
   const accessTokens = new AccessTokens(await createKeyring(keys.derive('access-token')), config.accessTokenSeconds, passwordChanges);
   const refreshTokens = new RefreshTokens(storage.db, config.refreshTokenSeconds);
   const sessions = new SessionStore(storage.db, {
@@ -50,16 +56,18 @@ export async function createAuthentication({ config, storage, keys, users, limit
     absoluteMs: config.sessionAbsoluteSeconds * 1000,
     secureCookies: new URL(config.publicUrl).protocol === 'https:',
   });
+  const trusted = trustedOrigins(config);
 
   return {
     authenticators: [
       basicAuthentication(verify),
       bearerAuthentication(accessTokens),
-      sessionAuthentication(sessions, trustedOrigins(config)),
+      sessionAuthentication(sessions, trusted),
     ],
     verify,
     accessTokens,
     refreshTokens,
     sessions,
+    trustedOrigins: trusted,
   };
 }

@@ -32,6 +32,16 @@ export function checkCsrf(request: FastifyRequest, sessionToken: string, trusted
   if (given.length !== expected.length || !timingSafeEqual(given, expected)) {
     throw new PermissionDenied('CSRF failed: the X-CSRFToken header does not match.');
   }
+  checkOrigin(request, trusted);
+}
+
+/**
+ * Throws PermissionDenied (403) when the request's Origin (or, without one, its Referer) is
+ * present and is neither this server's nor trusted. Session login needs this alone: it has no
+ * session token yet, and without it a foreign page could sign the browser in to the attacker's
+ * account ("login CSRF"; issue 11, finding 10).
+ */
+export function checkOrigin(request: FastifyRequest, trusted: readonly string[]): void {
   const source = requestOrigin(request);
   if (source === undefined) return;
   const own = request.headers.host ? `${request.protocol}://${request.headers.host}`.toLowerCase() : null;

@@ -29,11 +29,23 @@ export const LOGIN_LIMITS: LoginThrottleLimits = {
 const usernameKey = (username: string): string => createHash('sha256').update(username).digest('base64url').slice(0, 22);
 
 /**
- * How long a username or address found under its limit is not looked up again. With Redis every
- * check was two round trips on every Basic request (issue #6); a failure through this process
- * forgets the memo at once, so only another process's failures are seen up to this much later.
+ * How long a username or address found under its limit is not looked up again, for credentials
+ * the cache already knows to be right. With Redis every check was two round trips on every Basic
+ * request (issue #6); an attempt through this process forgets the memo at once, so only another
+ * process's failures are seen up to this much later.
  */
 const CLEAR_FOR_MS = 1000;
+
+/**
+ * A password check counted before it runs (`LoginThrottle.reserve`): it ends as a success, which
+ * gives the count back, or as a failure, which keeps it.
+ */
+export interface LoginAttempt {
+  /** The password was right: the attempt is not a failure and stops counting. */
+  succeeded(): Promise<void>;
+  /** The password was wrong: the attempt stays counted; throws Throttled when it crossed a limit. */
+  failed(): void;
+}
 
 export class LoginThrottle {
   private readonly byUsername: RateLimiterAbstract;
@@ -44,12 +56,18 @@ export class LoginThrottle {
     factory: LimiterFactory = memoryLimiter,
     private readonly limits: LoginThrottleLimits = LOGIN_LIMITS,
   ) {
-    // Bare names: the Redis store adds the deployment's REDIS_KEY_PREFIX (redis-store.ts).
-    this.byUsername = factory(limits.perUsername, 'login:user');
-    this.byIp = factory(limits.perIp, 'login:ip');
+    // Bare names: the Redis store adds the deployment's REDIS_KEY_PREFIX (redis-store.ts). One
+    // point more than the failures allowed: after 10 failures an 11th attempt is still checked
+    // (API.md §6 refuses "more than 10"), and it is that one's failure that answers 429.
+    this.byUsername = factory(oneMore(limits.perUsername), 'login:user');
+    this.byIp = factory(oneMore(limits.perIp), 'login:ip');
   }
 
-  /** Throws Throttled while the username or the IP is over its limit. */
+  /**
+   * Throws Throttled while the username or the IP is over its limit; counts nothing. Only for
+   * credentials already known to be right (a credential-cache hit): every other attempt must
+   * `reserve`, or a burst would pass this check before any of its failures was counted.
+   */
   async check(username: string, ip: string): Promise<void> {
     const userKey = usernameKey(username);
     const now = Date.now();
@@ -65,21 +83,43 @@ export class LoginThrottle {
     this.clearUntil.set(`i:${ip}`, now + CLEAR_FOR_MS);
   }
 
-  /** Counts a failure; throws Throttled when it is the one that crosses a limit. */
-  async recordFailure(username: string, ip: string): Promise<void> {
+  /**
+   * Counts an attempt before its password is checked, in one atomic increment per key (in memory
+   * or in Redis), so that however many attempts arrive at once, no more than the limit allows
+   * are ever checked (issue 11, finding 3: a burst of 300 all passed a separate check first).
+   * Throws Throttled when the username or the IP is already over its limit.
+   */
+  async reserve(username: string, ip: string): Promise<LoginAttempt> {
     const userKey = usernameKey(username);
     this.clearUntil.delete(`u:${userKey}`);
     this.clearUntil.delete(`i:${ip}`);
     const outcomes = await Promise.allSettled([this.byUsername.consume(userKey), this.byIp.consume(ip)]);
-    const blocked: Array<RateLimiterRes | null> = [];
+    const counted: RateLimiterRes[] = [];
+    const blocked: RateLimiterRes[] = [];
     for (const outcome of outcomes) {
-      if (outcome.status === 'fulfilled') continue;
+      if (outcome.status === 'fulfilled') counted.push(outcome.value);
       // rate-limiter-flexible rejects with a RateLimiterRes when over the limit, an Error on a store failure.
-      if (!(outcome.reason instanceof RateLimiterRes)) throw outcome.reason;
-      blocked.push(outcome.reason);
+      else if (outcome.reason instanceof RateLimiterRes) blocked.push(outcome.reason);
+      else throw outcome.reason;
     }
     throwIfBlocked(blocked);
+    const [user, address] = counted as [RateLimiterRes, RateLimiterRes];
+    return {
+      succeeded: async () => {
+        // Giving the count back is best effort: a store error must not fail a right password.
+        await Promise.allSettled([this.byUsername.reward(userKey), this.byIp.reward(ip)]);
+      },
+      failed: () =>
+        throwIfBlocked([
+          user.consumedPoints > this.limits.perUsername.limit ? user : null,
+          address.consumedPoints > this.limits.perIp.limit ? address : null,
+        ]),
+    };
   }
+}
+
+function oneMore(rate: Rate): Rate {
+  return { ...rate, limit: rate.limit + 1 };
 }
 
 function throwIfBlocked(results: ReadonlyArray<RateLimiterRes | null>): void {
@@ -90,12 +130,28 @@ function throwIfBlocked(results: ReadonlyArray<RateLimiterRes | null>): void {
   throw new Throttled(seconds, `Too many failed logins. Try again in ${seconds} seconds.`);
 }
 
-/** Wraps a verifier with the throttle: refused while blocked, and every failure counted. */
-export function throttledVerifier(inner: CredentialVerifier, throttle: LoginThrottle): CredentialVerifier {
+/**
+ * Wraps a verifier with the throttle: refused while blocked, and every attempt counted before
+ * its password is checked, given back if it was right. `isKnown` names credentials that
+ * already passed the full check (the credential cache): those only look at the count, so a busy
+ * Basic client costs no Redis writes and its own concurrency never counts against it.
+ */
+export function throttledVerifier(
+  inner: CredentialVerifier,
+  throttle: LoginThrottle,
+  isKnown: (username: string, password: string) => boolean = () => false,
+): CredentialVerifier {
   return async function verifyThrottled(username, password, request) {
-    await throttle.check(username, request.ip);
+    if (isKnown(username, password)) {
+      await throttle.check(username, request.ip);
+      const user = await inner(username, password, request);
+      if (user) return user;
+      // The entry was void by the time it was used (a password change): a full check after all.
+    }
+    const attempt = await throttle.reserve(username, request.ip);
     const user = await inner(username, password, request);
-    if (!user) await throttle.recordFailure(username, request.ip);
+    if (user) await attempt.succeeded();
+    else attempt.failed();
     return user;
   };
 }

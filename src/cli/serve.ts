@@ -21,13 +21,27 @@ export async function serve(config: Config, options: ServeOptions = {}): Promise
   if (options.dispatcher ?? config.dispatcherInServe) await app.dispatcher.start();
 
   onShutdownSignal(async (signal) => {
-    app.server.log.info({ signal }, 'draining in-flight requests');
+    app.server.log.info({ signal, deadlineMs: config.drainTimeoutMs }, 'draining in-flight requests');
     // Fastify stops accepting, answers 503 to new requests on kept-alive sockets, and waits
-    // for in-flight ones.
-    await app.server.close();
+    // for in-flight ones, but only until DRAIN_TIMEOUT_SECONDS: a slow client must not hold
+    // the process (issue 11, finding 5).
+    await closeWithin(app, config.drainTimeoutMs);
     // Stop claiming; in-flight attempts finish and are recorded (API.md §5).
     await app.dispatcher.stop();
     await storage.close();
   });
   return app;
+}
+
+/** Closes the server, cutting the connections still open once `deadlineMs` has passed. */
+async function closeWithin(app: App, deadlineMs: number): Promise<void> {
+  const deadline = setTimeout(() => {
+    app.server.log.warn({ deadlineMs }, 'drain deadline passed: closing the connections still open');
+    app.server.server.closeAllConnections();
+  }, deadlineMs);
+  try {
+    await app.server.close();
+  } finally {
+    clearTimeout(deadline);
+  }
 }

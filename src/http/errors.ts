@@ -105,6 +105,14 @@ export class NotAcceptable extends ApiError {
   }
 }
 
+/** The request (headers or body) did not arrive in time (the server's requestTimeout). */
+export class RequestTimeout extends ApiError {
+  override readonly status = 408;
+  override readonly code = 'request_timeout';
+  override readonly title = 'Request timeout';
+  override readonly headers: Record<string, string> = { connection: 'close' };
+}
+
 export class PreconditionFailed extends ApiError {
   override readonly status = 412;
   override readonly code = 'precondition_failed';
@@ -130,6 +138,13 @@ export class UnsupportedMediaType extends ApiError {
   }
 }
 
+/** RFC 6585 §5: the request's header section is larger than the server reads. */
+export class HeadersTooLarge extends ApiError {
+  override readonly status = 431;
+  override readonly code = 'headers_too_large';
+  override readonly title = 'Request header fields too large';
+}
+
 export class Throttled extends ApiError {
   override readonly status = 429;
   override readonly code = 'throttled';
@@ -144,6 +159,14 @@ export class ServiceUnavailable extends ApiError {
   override readonly status = 503;
   override readonly code = 'service_unavailable';
   override readonly title = 'Service unavailable';
+}
+
+/** The database cannot be reached or used for now (db/outage.ts); clients should retry. */
+export class DatabaseUnavailable extends ServiceUnavailable {
+  override readonly headers: Record<string, string> = { 'retry-after': '5' };
+  constructor(detail = 'The database is not reachable; try again shortly.') {
+    super(detail);
+  }
 }
 
 /** The change conflicts with other records (a protected reference): nothing was changed. */

@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Storage } from '../db/database.js';
 import type { Metrics } from './metrics.js';
 import { sendProblem } from './problem-handler.js';
-import { ServiceUnavailable } from './errors.js';
+import { DatabaseUnavailable } from './errors.js';
 
 /** `/healthz`, `/readyz` and `/metrics` (API.md §5): outside /api/v1/, so never rate limited. */
 export function registerOperations(app: FastifyInstance, { storage, metrics }: { storage: Storage; metrics: Metrics }): void {
@@ -13,7 +13,7 @@ export function registerOperations(app: FastifyInstance, { storage, metrics }: {
   app.get('/readyz', async function readyz(_request, reply) {
     reply.header('cache-control', 'no-store');
     if (await storage.ping()) return reply.send({ status: 'ready', database: 'ok' });
-    sendProblem(reply, new ServiceUnavailable('The database is not reachable.'));
+    sendProblem(reply, new DatabaseUnavailable('The database is not reachable.'));
   });
 
   app.get('/metrics', async function metricsText(_request, reply) {

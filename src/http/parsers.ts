@@ -37,10 +37,25 @@ function decodeUtf8(body: Buffer): string {
   }
 }
 
+// With the u flag a pair matches as one code point, so this finds only lone surrogates.
+const LONE_SURROGATE = /\p{Surrogate}/u;
+
+/**
+ * JSON.parse's reviver: a `\ud800` escape with no partner decodes to a string that is not
+ * Unicode, which UTF-8 storage would turn into U+FFFD without a word; refuse it (RFC 8259 §8.2,
+ * issue 11, finding 12b), in names as in values.
+ */
+function refuseLoneSurrogates(key: string, value: unknown): unknown {
+  if (LONE_SURROGATE.test(key) || (typeof value === 'string' && LONE_SURROGATE.test(value))) {
+    throw new ParseError('JSON parse error: a string holds a lone surrogate (\\ud800-\\udfff without its pair).');
+  }
+  return value;
+}
+
 function parseJson(body: Buffer): RequestData {
   let value: unknown;
   try {
-    value = JSON.parse(decodeUtf8(body));
+    value = JSON.parse(decodeUtf8(body), refuseLoneSurrogates);
   } catch (error) {
     if (error instanceof ParseError) throw error;
     throw new ParseError(`JSON parse error: ${(error as Error).message}`);
@@ -73,7 +88,34 @@ function parseForm(body: Buffer): RequestData {
   return data;
 }
 
+const BOUNDARY = /;\s*boundary\s*=\s*(?:"([^"]+)"|([^;\s]+))/i;
+const PART_CHARSET = /^content-type:[^\r\n]*;\s*charset\s*=\s*"?([^";\s\r\n]+)/im;
+
+/**
+ * The first charset other than UTF-8 that a part's own Content-Type declares, or null. Busboy
+ * would decode such a part by its charset (latin1 …) and hand back text the client did not mean
+ * as UTF-8; API.md §6 takes UTF-8 only (issue 11, finding 12c). The boundary never occurs inside
+ * a part, so splitting on it finds exactly the parts' header sections.
+ */
+function foreignCharset(body: Buffer, contentType: string): string | null {
+  const match = BOUNDARY.exec(contentType);
+  const boundary = match?.[1] ?? match?.[2];
+  if (boundary === undefined) return null;
+  const delimiter = Buffer.from(`--${boundary}`);
+  for (let start = body.indexOf(delimiter); start !== -1; start = body.indexOf(delimiter, start + delimiter.length)) {
+    const headersEnd = body.indexOf('\r\n\r\n', start);
+    if (headersEnd === -1) break;
+    const charset = PART_CHARSET.exec(body.toString('latin1', start + delimiter.length, headersEnd))?.[1]?.toLowerCase();
+    if (charset !== undefined && charset !== 'utf-8' && charset !== 'utf8') return charset;
+  }
+  return null;
+}
+
 function parseMultipart(body: Buffer, contentType: string): Promise<RequestData> {
+  const charset = foreignCharset(body, contentType);
+  if (charset !== null) {
+    return Promise.reject(new ParseError(`A multipart part declares charset ${JSON.stringify(charset)}; only UTF-8 is accepted.`));
+  }
   return new Promise((resolve, reject) => {
     const data = formData();
     let busboy: BusboyInstance;
@@ -108,7 +150,7 @@ function parseMultipart(body: Buffer, contentType: string): Promise<RequestData>
  */
 export async function parseBody(body: Buffer | undefined, contentType: string | undefined): Promise<RequestData> {
   if (body === undefined || body.length === 0) return {};
-  const essence = (contentType ?? '').split(';')[0]!.trim().toLowerCase();
+  const essence = mediaTypeEssence(contentType);
   switch (essence) {
     case 'application/json':
       return parseJson(body);
@@ -119,4 +161,15 @@ export async function parseBody(body: Buffer | undefined, contentType: string | 
     default:
       throw new UnsupportedMediaType(essence || '(none)', SUPPORTED_MEDIA_TYPES);
   }
+}
+
+/** `type/subtype` of a Content-Type, lower-cased, without parameters ('' when absent). */
+export function mediaTypeEssence(contentType: string | undefined): string {
+  return (contentType ?? '').split(';')[0]!.trim().toLowerCase();
+}
+
+/** Whether a body of this Content-Type is a form, whose fields are all strings. */
+export function isFormBody(contentType: string | undefined): boolean {
+  const essence = mediaTypeEssence(contentType);
+  return essence === 'application/x-www-form-urlencoded' || essence === 'multipart/form-data';
 }

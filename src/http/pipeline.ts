@@ -26,16 +26,45 @@ import { allowedMethods, type ApiRequest, type ApiResponse, type Method, type Vi
 export const API_PREFIX = '/api/v1/';
 
 /**
- * Whether a request URL is an API request, counted and given X-Rate-Limit-* headers. `/api/v1`
- * without its slash is one too: the not-found handler answers it with a 308 (API.md §1, §6).
+ * Whether a request path (`requestPath`) is an API path, counted and given X-Rate-Limit-*
+ * headers. `/api/v1` without its slash is one too: the not-found handler answers it with a 308
+ * (API.md §1, §6).
  */
-export function isApiRequest(url: string): boolean {
-  return url.startsWith(API_PREFIX) || url === '/api/v1' || url.startsWith('/api/v1?');
+export function isApiRequest(path: string): boolean {
+  return path.startsWith(API_PREFIX) || path === '/api/v1';
+}
+
+const ABSOLUTE_FORM = /^[a-z][a-z0-9+.-]*:\/\/[^/?#]*/i;
+
+/**
+ * The request target as the router matched it, split into path and query (`?…` or ''): an
+ * absolute-form target (RFC 9112 §3.2.2, `GET http://host/api/v1/`) loses its scheme and
+ * authority, and percent-escapes of unreserved characters are decoded (`/%61pi/` is `/api/`).
+ * Deciding from the raw URL instead let such requests reach a view without the pipeline's first
+ * stage: unthrottled, and a 500 (issue 11, finding 7).
+ */
+export function requestPath(url: string): [path: string, query: string] {
+  const queryStart = url.indexOf('?');
+  let path = queryStart === -1 ? url : url.slice(0, queryStart);
+  const query = queryStart === -1 ? '' : url.slice(queryStart);
+  if (path.charCodeAt(0) !== 47) path = path.replace(ABSOLUTE_FORM, '') || '/';
+  if (path.includes('%')) {
+    try {
+      // decodeURI leaves escapes of reserved characters (%2F, %3F …) alone, as the router does.
+      path = decodeURI(path);
+    } catch {
+      // Not valid percent-encoding: Fastify has refused it already (FST_ERR_BAD_URL).
+    }
+  }
+  return [path, query];
 }
 
 /** Per-request state the stages hand on to each other. */
 export interface ApiState {
   view: View | null;
+  /** The normalised path and query (`requestPath`): what views, links and caches see. */
+  path: string;
+  query: string;
   mediaType: string;
   identity: Identity | null;
   throttle: ThrottleState | null;
@@ -84,9 +113,11 @@ export function createPipeline({ authenticators, throttle }: PipelineOptions) {
 
   /** Stage 1 (onRequest): what can be decided from the request line and headers alone. */
   async function initial(request: FastifyRequest, reply: FastifyReply): Promise<void> {
-    if (!isApiRequest(request.url)) return;
+    const [path, query] = requestPath(request.url);
     const view = request.routeOptions.config.view ?? null;
-    const state: ApiState = { view, mediaType: JSON_TYPE, identity: null, throttle: null };
+    // A matched view is an API request whatever the target looked like.
+    if (view === null && !isApiRequest(path)) return;
+    const state: ApiState = { view, path, query, mediaType: JSON_TYPE, identity: null, throttle: null };
     request.api = state;
     // Added to, not replacing, what CORS put there (Vary: Origin).
     const vary = reply.getHeader('vary');
@@ -122,7 +153,7 @@ export function createPipeline({ authenticators, throttle }: PipelineOptions) {
     // Asked before the action reads, so what is filed under a version is never older than it.
     const version = action.version && (method === 'GET' || method === 'HEAD') ? await action.version(apiRequest) : null;
     if (version === null) return send(request, reply, render(request, view, await action.handle(apiRequest)));
-    const key = `${state.mediaType} ${request.url}`;
+    const key = `${state.mediaType} ${state.path}${state.query}`;
     let representation = representations.get(version, key);
     if (representation === undefined) {
       representation = render(request, view, await action.handle(apiRequest));
@@ -136,12 +167,10 @@ export function createPipeline({ authenticators, throttle }: PipelineOptions) {
 
 function toApiRequest(request: FastifyRequest, state: ApiState): ApiRequest {
   let parsed: Promise<RequestData> | undefined;
-  const url = request.url;
-  const queryStart = url.indexOf('?');
   return {
     raw: request,
     method: request.method as Method,
-    path: queryStart === -1 ? url : url.slice(0, queryStart),
+    path: state.path,
     params: request.params as Record<string, string>,
     query: request.query as Record<string, string>,
     user: state.identity?.user ?? null,
@@ -174,7 +203,7 @@ function render(request: FastifyRequest, view: View, response: ApiResponse): Cac
     RENDERERS[mediaType]!(response.body, {
       columns: view.columns ?? [],
       title: view.name,
-      path: request.url,
+      path: `${request.api!.path}${request.api!.query}`,
       status,
       allow: allowedMethods(view),
     });

@@ -1,7 +1,11 @@
+import { STATUS_CODES } from 'node:http';
+import type { Socket } from 'node:net';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
-import { ApiError, NotFound, ParseError, PayloadTooLarge, UnsupportedMediaType } from './errors.js';
+import { isDatabaseUnavailable, type DatabaseOutage } from '../db/outage.js';
+import { ApiError, DatabaseUnavailable, HeadersTooLarge, NotFound, ParseError, PayloadTooLarge, RequestTimeout, UnsupportedMediaType } from './errors.js';
 import { SUPPORTED_MEDIA_TYPES } from './parsers.js';
-import { API_PREFIX } from './pipeline.js';
+import { API_PREFIX, requestPath } from './pipeline.js';
+import { SECURITY_HEADERS } from './security-headers.js';
 
 /**
  * The one place errors become responses: `application/problem+json` (RFC 9457) with `type`,
@@ -29,42 +33,51 @@ function fromFastify(error: FastifyError): ApiError | null {
   }
 }
 
-/** Sends an ApiError as problem+json. */
-export function sendProblem(reply: FastifyReply, error: ApiError): void {
-  const body = {
+function problemBody(error: ApiError): string {
+  return JSON.stringify({
     type: `urn:restwire:problem:${error.code}`,
     title: error.title,
     status: error.status,
     detail: error.detail,
     ...error.extensions,
-  };
-  reply.code(error.status).headers(error.headers).header('content-type', `${PROBLEM_TYPE}; charset=utf-8`).send(JSON.stringify(body));
+  });
 }
 
-/** Fastify error handler: any thrown value becomes a problem response; 5xx are logged. */
-export function problemHandler(error: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
-  const apiError = error instanceof ApiError ? error : fromFastify(error);
-  if (apiError === null || apiError.status >= 500) {
-    // The server's logger, with the id named here: below LOG_LEVEL=info requests have no child
-    // logger of their own (app.ts).
-    request.server.log.error({ err: error, reqId: request.id }, 'request failed');
-  }
-  sendProblem(reply, apiError ?? new ApiError('The server could not complete the request.'));
+/** Sends an ApiError as problem+json. */
+export function sendProblem(reply: FastifyReply, error: ApiError): void {
+  reply.code(error.status).headers(error.headers).header('content-type', `${PROBLEM_TYPE}; charset=utf-8`).send(problemBody(error));
+}
+
+/**
+ * The Fastify error handler: any thrown value becomes a problem response; 5xx are logged, except
+ * a database outage: a 503 with Retry-After, reported once per outage by `outage`, not a stack
+ * per request (issue 11, finding 9).
+ */
+export function createProblemHandler(outage: DatabaseOutage) {
+  return function problemHandler(error: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
+    if (!(error instanceof ApiError) && isDatabaseUnavailable(error)) {
+      outage.noted(error);
+      sendProblem(reply, new DatabaseUnavailable());
+      return;
+    }
+    const apiError = error instanceof ApiError ? error : fromFastify(error);
+    if (apiError === null || apiError.status >= 500) {
+      // The server's logger, with the id named here: below LOG_LEVEL=info requests have no child
+      // logger of their own (app.ts).
+      request.server.log.error({ err: error, reqId: request.id }, 'request failed');
+    }
+    sendProblem(reply, apiError ?? new ApiError('The server could not complete the request.'));
+  };
 }
 
 /** Unknown paths: 308 to the trailing-slash form under /api/v1 (API.md §6), else a 404 problem. */
 export function notFoundHandler(request: FastifyRequest, reply: FastifyReply): void {
-  const [path, query] = splitUrl(request.url);
+  const [path, query] = requestPath(request.url);
   if ((path === '/api/v1' || path.startsWith(API_PREFIX)) && !path.endsWith('/')) {
     reply.redirect(`${path}/${query}`, 308);
     return;
   }
   sendProblem(reply, new NotFound());
-}
-
-function splitUrl(url: string): [string, string] {
-  const index = url.indexOf('?');
-  return index === -1 ? [url, ''] : [url.slice(0, index), url.slice(index)];
 }
 
 /**
@@ -73,5 +86,45 @@ function splitUrl(url: string): [string, string] {
  * no hook has run (API.md §1).
  */
 export function frameworkErrorHandler(error: FastifyError, _request: FastifyRequest, reply: FastifyReply): void {
+  // No onRequest hook has run, so securityHeaders has not either.
+  reply.headers(SECURITY_HEADERS);
   sendProblem(reply, error.code === 'FST_ERR_BAD_URL' ? new ParseError('The request URL is malformed.') : new ParseError(error.message));
+}
+
+/**
+ * Node's HTTP parser refuses some requests before Fastify sees them (`clientError`): headers over
+ * the limit, bytes a request line may not hold, a request that did not arrive within
+ * requestTimeout. Fastify's default answer is its own JSON; this writes the same problem+json as
+ * every other error, on the raw socket, and closes it (issue 11, finding 12a). Not counted by the
+ * rate limit: no request exists to count.
+ */
+export function clientErrorHandler(error: NodeJS.ErrnoException, socket: Socket): void {
+  // A reset connection has no one to answer (https://nodejs.org/api/http.html#event-clienterror).
+  if (error.code === 'ECONNRESET' || socket.destroyed) return;
+  // As Node's own handler: never write into the middle of a response already under way.
+  if (socket.writable && socket.bytesWritten === 0) {
+    const problem = fromClientError(error);
+    const body = problemBody(problem);
+    const headers = {
+      ...SECURITY_HEADERS,
+      ...problem.headers,
+      'content-type': `${PROBLEM_TYPE}; charset=utf-8`,
+      'content-length': String(Buffer.byteLength(body)),
+      connection: 'close',
+    };
+    const head = Object.entries(headers).map(([name, value]) => `${name}: ${value}\r\n`).join('');
+    socket.write(`HTTP/1.1 ${problem.status} ${STATUS_CODES[problem.status]}\r\n${head}\r\n${body}`);
+  }
+  socket.destroy();
+}
+
+function fromClientError(error: NodeJS.ErrnoException): ApiError {
+  switch (error.code) {
+    case 'ERR_HTTP_REQUEST_TIMEOUT':
+      return new RequestTimeout('The request did not arrive in time.');
+    case 'HPE_HEADER_OVERFLOW':
+      return new HeadersTooLarge('The request headers are larger than the server accepts.');
+    default:
+      return new ParseError('The request is not valid HTTP/1.1.');
+  }
 }

@@ -1,5 +1,6 @@
 import type { FastifyRequest } from 'fastify';
 import type { CredentialVerifier } from '../auth/authenticators.js';
+import { checkOrigin } from '../auth/csrf.js';
 import { allowAny } from '../auth/permissions.js';
 import type { RefreshTokens } from '../auth/refresh-tokens.js';
 import { SESSION_COOKIE, readCookie, type SessionStore } from '../auth/sessions.js';
@@ -23,6 +24,8 @@ export interface AuthViewOptions {
   readonly accessTokens: AccessTokens;
   readonly refreshTokens: RefreshTokens;
   readonly sessions: SessionStore;
+  /** Origins besides the server's own that may start a session (PUBLIC_URL, CORS_ORIGINS). */
+  readonly trustedOrigins: readonly string[];
 }
 
 // RFC 6749 §5.1: responses carrying credentials must not be stored by caches.
@@ -42,7 +45,7 @@ function requiredStrings<const Name extends string>(data: RequestData, names: re
   return values;
 }
 
-export function authViews({ verify, users, accessTokens, refreshTokens, sessions }: AuthViewOptions): View[] {
+export function authViews({ verify, users, accessTokens, refreshTokens, sessions, trustedOrigins }: AuthViewOptions): View[] {
   /** An unknown user and a wrong password answer alike (API.md §6, "Login throttling"). */
   async function login(data: RequestData, raw: FastifyRequest): Promise<User> {
     const { username, password } = requiredStrings(data, ['username', 'password']);
@@ -81,6 +84,8 @@ export function authViews({ verify, users, accessTokens, refreshTokens, sessions
   const startSession: Action = {
     permission: allowAny,
     async handle(request) {
+      // Before the password is looked at: a refused login does not count as a failure either.
+      checkOrigin(request.raw, trustedOrigins);
       const user = await login(await request.data(), request.raw);
       const session = await sessions.create(user.id);
       return { status: 204, headers: { ...NO_STORE, 'set-cookie': sessions.cookiesFor(session) } };

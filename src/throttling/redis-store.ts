@@ -30,8 +30,11 @@ export interface StoreReporting {
   };
 }
 
-/** How long one rate-limit command may take before the request falls back to memory. */
-const COMMAND_TIMEOUT_MS = 500;
+/**
+ * How long one rate-limit command may take before the request falls back to memory: what a hung
+ * Redis can add to a request, once per command, until the connection is dropped (`StoreHealth`).
+ */
+const COMMAND_TIMEOUT_MS = 150;
 /** Reconnect delays grow by 100 ms per attempt up to this, and never stop (`retryStrategy`). */
 const MAX_RECONNECT_DELAY_MS = 2_000;
 
@@ -44,11 +47,14 @@ export class StoreHealth {
   private down = false;
   private downSince = 0;
   private lastError: Error | null = null;
+  private client: Pick<Redis, 'status' | 'ping' | 'disconnect'> | null = null;
+  private probing = false;
 
   constructor(private readonly reporting: StoreReporting) {}
 
   /** Subscribes to the client's connection events (ioredis: `error`, `reconnecting`, `ready`). */
-  watch(client: Pick<Redis, 'on'>): void {
+  watch(client: Pick<Redis, 'on' | 'status' | 'ping' | 'disconnect'>): void {
+    this.client = client;
     // An `error` listener is required anyway: without one ioredis prints every failed attempt.
     client.on('error', (error: Error) => (this.lastError = error));
     // `reconnecting` follows every unintended close (never `quit()`), including a failed first connect.
@@ -59,6 +65,32 @@ export class StoreHealth {
   /** An operation was answered by the in-process fallback instead of Redis. */
   fellBack(): void {
     this.reporting.counters.errors.inc();
+    if (this.client?.status === 'ready') void this.probe(this.client);
+  }
+
+  /**
+   * A fallback on a connection that is up means a command failed or timed out on it. A Redis
+   * that accepts connections but has stopped answering (SIGSTOP, a stuck host) keeps the
+   * connection "ready", so each request would wait out its own command timeout and nothing
+   * would be logged (issue 11, finding 6). If a PING times out too, that is an outage: it is
+   * logged, and the connection is ended, so every later command fails at once (the stream is no
+   * longer writable) and falls back. A stopped server cannot acknowledge the close, so the
+   * reconnection, and the recovery it logs, follow as soon as the server runs again.
+   */
+  private async probe(client: Pick<Redis, 'status' | 'ping' | 'disconnect'>): Promise<void> {
+    if (this.probing) return;
+    this.probing = true;
+    try {
+      await client.ping();
+    } catch (error) {
+      this.lastError = error as Error;
+      if (client.status === 'ready') {
+        this.lost();
+        client.disconnect(true);
+      }
+    } finally {
+      this.probing = false;
+    }
   }
 
   private lost(): void {
@@ -115,9 +147,9 @@ export function createRedis(config: Pick<Config, 'redisUrl' | 'redisKeyPrefix'>,
     // A command caught by a dropped connection is resent after one reconnect attempt at most,
     // then fails over (or sooner, by commandTimeout).
     maxRetriesPerRequest: 1,
-    // A Redis that accepts connections but stops answering must not stall requests either. Such
-    // failures on a live connection show in restwire_rate_limit_store_errors_total; only a lost
-    // connection is logged as an outage.
+    // A Redis that accepts connections but stops answering must not stall requests either: each
+    // command gives up after this, and StoreHealth drops a connection that no longer answers,
+    // so the outage is logged once and later requests do not wait at all.
     commandTimeout: COMMAND_TIMEOUT_MS,
     connectTimeout: 2_000,
     // Reconnect forever, with a capped linear backoff.

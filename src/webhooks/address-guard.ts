@@ -126,7 +126,11 @@ const DESCRIPTIONS: Record<AddressClass, string> = {
   reserved: 'a reserved or non-routable address',
 };
 
-/** The refusal for `ip`, or null when it is allowed; the message says what would change it. */
+/**
+ * The refusal for `ip`, or null when it is allowed; the message says what would change it. It
+ * names the class of address, never the address: otherwise the webhook form would answer "what
+ * does this internal name resolve to?" for anyone who may create a webhook (issue #11, finding 11).
+ */
 export function refusalFor(ip: string, options: GuardOptions): TargetRefusedError | null {
   if (isAddressAllowed(ip, options)) return null;
   const kind = classifyAddress(ip);
@@ -134,7 +138,7 @@ export function refusalFor(ip: string, options: GuardOptions): TargetRefusedErro
     kind === 'private' || kind === 'loopback'
       ? 'set WEBHOOK_ALLOW_PRIVATE=true to allow private targets'
       : 'such targets are never allowed';
-  return new TargetRefusedError(`target_url resolves to ${DESCRIPTIONS[kind]} (${ip}); ${remedy}`);
+  return new TargetRefusedError(`target_url resolves to ${DESCRIPTIONS[kind]}; ${remedy}`);
 }
 
 /** The first refusal among resolved addresses; a name with no address at all is refused too. */

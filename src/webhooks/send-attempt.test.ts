@@ -205,7 +205,7 @@ describe('sendAttempt', () => {
       const outcome = await sendAttempt({ url: `${base}/ok`, headers: {}, body, dispatcher: strict });
       expect(outcome.ok).toBe(false);
       expect(outcome.statusCode).toBeNull();
-      expect(outcome.error).toMatch(/^target refused: target_url resolves to a loopback address \(127\.0\.0\.1\)/);
+      expect(outcome.error).toMatch(/^target refused: target_url resolves to a loopback address; /);
       expect(received.size).toBe(0);
     } finally {
       await strict.close();

@@ -6,6 +6,7 @@ import type { Database, WebhookRow } from '../db/schema.js';
 import { assertRecordMatches } from '../http/conditional.js';
 import { NotFound, ValidationError, type FieldErrors } from '../http/errors.js';
 import { parsePageRequest, type CursorCodec } from '../http/pagination.js';
+import { isFormBody } from '../http/parsers.js';
 import { JSON_TYPE } from '../http/renderers.js';
 import type { ApiRequest, View } from '../http/view.js';
 import { fetchKeysetPage, pageResponse } from '../resources/keyset.js';
@@ -77,7 +78,7 @@ interface WebhookInput {
 /** Validates a webhook body; `target_url` is resolved and checked against private ranges. */
 async function validateWebhook(
   data: Record<string, unknown>,
-  { partial, allowPrivate, eventNames }: { partial: boolean; allowPrivate: boolean; eventNames: readonly string[] },
+  { partial, allowPrivate, eventNames, form }: { partial: boolean; allowPrivate: boolean; eventNames: readonly string[]; form: boolean },
 ): Promise<WebhookInput> {
   const errors: FieldErrors = {};
   const values: WebhookInput = {};
@@ -98,8 +99,8 @@ async function validateWebhook(
   }
 
   if (data.events !== undefined) {
-    // A form sends one string; commas separate several.
-    const events = typeof data.events === 'string' ? data.events.split(',').map((e) => e.trim()) : data.events;
+    // A form sends one string, commas separating several; JSON has lists and must use one.
+    const events = form && typeof data.events === 'string' ? data.events.split(',').map((e) => e.trim()) : data.events;
     const allowed = ['*', ...eventNames];
     if (!Array.isArray(events) || events.length === 0 || !events.every((e) => typeof e === 'string')) {
       errors.events = ['Expected a non-empty list of event names.'];
@@ -154,7 +155,8 @@ export function webhookViews(options: WebhookViewOptions): View[] {
     permission: isAuthenticated,
     async handle(request: ApiRequest) {
       const user = request.user!;
-      const input = await validateWebhook(await request.data(), { partial: false, allowPrivate, eventNames });
+      const form = isFormBody(request.raw.headers['content-type']);
+      const input = await validateWebhook(await request.data(), { partial: false, allowPrivate, eventNames, form });
       const secret = input.secret ?? generateSecret();
       const now = Date.now();
       const row = await db.transaction().execute(async (trx) => {
@@ -214,7 +216,8 @@ export function webhookViews(options: WebhookViewOptions): View[] {
         const id = parseId(request.params.id);
         await loadOwnWebhook(storage, id, user); // 404 before judging the body
         // Validated outside the transaction: checking target_url resolves DNS.
-        const input = await validateWebhook(await request.data(), { partial, allowPrivate, eventNames });
+        const form = isFormBody(request.raw.headers['content-type']);
+        const input = await validateWebhook(await request.data(), { partial, allowPrivate, eventNames, form });
         // Read and write in one transaction, the row locked: two rotations at once must not lose a secret.
         const row = await db.transaction().execute(async (trx) => {
           const current = await loadOwnWebhook(storage, id, user, { executor: trx, lock: true });

@@ -1,0 +1,119 @@
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { chownSync, mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+/**
+ * A PostgreSQL cluster and a Redis server of the test's own, on their own ports and data
+ * directories, for drills that stop, hang or restart them (issue 11). The shared servers that
+ * other tests and other people use are never touched.
+ */
+
+/** Whether a program is on PATH. */
+export function hasProgram(name: string): boolean {
+  try {
+    execFileSync('sh', ['-c', `command -v ${name}`], { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** A port nobody listens on at the moment. */
+export async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+export interface PrivatePostgres {
+  readonly url: string;
+  stop(): void;
+  start(): void;
+  remove(): void;
+}
+
+/** initdb refuses to run as root; then the cluster belongs to the `postgres` user. */
+function asClusterOwner(command: string, args: string[]): void {
+  const root = process.getuid?.() === 0;
+  const [file, argv] = root ? ['runuser', ['-u', 'postgres', '--', command, ...args]] : [command, args];
+  execFileSync(file, argv, { stdio: 'ignore', timeout: 60_000 });
+}
+
+/** Creates and starts a throw-away cluster: trust authentication, 127.0.0.1 only. */
+export async function startPrivatePostgres(): Promise<PrivatePostgres> {
+  const dir = mkdtempSync(join(tmpdir(), 'restwire-pg-'));
+  if (process.getuid?.() === 0) {
+    const uid = Number(execFileSync('id', ['-u', 'postgres']).toString());
+    const gid = Number(execFileSync('id', ['-g', 'postgres']).toString());
+    chownSync(dir, uid, gid);
+  }
+  const data = join(dir, 'data');
+  const port = await freePort();
+  asClusterOwner('initdb', ['-D', data, '-U', 'postgres', '--auth=trust', '-E', 'UTF8', '--no-sync']);
+  const options = `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off`;
+  const start = () => asClusterOwner('pg_ctl', ['-D', data, '-o', options, '-l', join(dir, 'log'), '-w', 'start']);
+  start();
+  return {
+    url: `postgres://postgres@127.0.0.1:${port}/postgres`,
+    stop: () => asClusterOwner('pg_ctl', ['-D', data, '-m', 'fast', '-w', 'stop']),
+    start,
+    remove() {
+      try {
+        asClusterOwner('pg_ctl', ['-D', data, '-m', 'immediate', '-w', 'stop']);
+      } catch {
+        // Already stopped.
+      }
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+export interface PrivateRedis {
+  readonly url: string;
+  readonly process: ChildProcess;
+  /** SIGSTOP: the server keeps its connections but answers nothing, as a hung one does. */
+  hang(): void;
+  /** SIGCONT. */
+  resume(): void;
+  remove(): Promise<void>;
+}
+
+/** Starts a redis-server with no persistence in a directory of its own. */
+export async function startPrivateRedis(): Promise<PrivateRedis> {
+  const dir = mkdtempSync(join(tmpdir(), 'restwire-redis-'));
+  const port = await freePort();
+  const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--save', '', '--appendonly', 'no'], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`redis-server did not start:\n${output}`)), 10_000);
+    child.stdout!.on('data', () => {
+      if (/Ready to accept connections/.test(output)) {
+        clearTimeout(timer);
+        resolve();
+      }
+    });
+    child.once('exit', (code) => reject(new Error(`redis-server exited (${code}):\n${output}`)));
+  });
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  return {
+    url: `redis://127.0.0.1:${port}`,
+    process: child,
+    hang: () => child.kill('SIGSTOP'),
+    resume: () => child.kill('SIGCONT'),
+    async remove() {
+      if (child.exitCode === null && child.signalCode === null) {
+        child.kill('SIGCONT');
+        child.kill('SIGKILL');
+        await exited;
+      }
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
