@@ -4,8 +4,17 @@ import { queueDepth } from '../db/delivery-queue.js';
 import type { Database } from '../db/schema.js';
 import type { AttemptOutcome } from './send-attempt.js';
 
-/** Delivery metrics for /metrics (API.md §5): attempts by outcome, their duration, the queue depth. */
-export function createDeliveryMetrics(registry: Registry, db: Kysely<Database>) {
+/** What the dispatcher reports about itself at scrape time. */
+export interface DispatcherGauges {
+  /** Webhooks whose circuit is open in this process (cut to one probe at a time). */
+  openCircuits(): number;
+}
+
+/**
+ * Delivery metrics for /metrics (API.md §5): attempts by outcome, their duration, the queue
+ * depth, and open circuits (issue 11).
+ */
+export function createDeliveryMetrics(registry: Registry, db: Kysely<Database>, dispatcher: DispatcherGauges) {
   const attempts = new Counter({
     name: 'restwire_webhook_attempts_total',
     help: 'Webhook delivery attempts, by outcome (success, http_error, network_error).',
@@ -24,6 +33,15 @@ export function createDeliveryMetrics(registry: Registry, db: Kysely<Database>) 
     registers: [registry],
     async collect() {
       this.set(await queueDepth(db));
+    },
+  });
+
+  new Gauge({
+    name: 'restwire_webhook_circuits_open',
+    help: 'Webhooks whose receiver kept failing to answer, cut to one attempt at a time until it answers (this process).',
+    registers: [registry],
+    collect() {
+      this.set(dispatcher.openCircuits());
     },
   });
 
