@@ -1,3 +1,7 @@
+import { createServer, type Server } from 'node:http';
+import { join } from 'node:path';
+import SQLite from 'better-sqlite3';
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BACKENDS, adminAuth, basic, createTestDatabase, createUser, startServer, type RunningServer, type TestDatabase } from './support/server.js';
 import { startReceiver, type Received, type Receiver } from './support/receiver.js';
@@ -156,5 +160,124 @@ describe.each(BACKENDS)('Retry-After on %s (issue 11, finding 4)', (backend) => 
     // The schedule's 2 s (±20 %) is waited, not Retry-After's 0.
     const [, , second] = await receiver.waitFor((list) => list.length >= 3, 10_000);
     expect(second!.at - first!.at).toBeGreaterThanOrEqual(1500);
+  });
+});
+
+/** Runs one statement on the test's database directly: the only way to age rows by 40 days. */
+async function execute(database: TestDatabase, statement: string, params: unknown[]): Promise<void> {
+  if (database.url === null) {
+    const db = new SQLite(join(database.env.DATA_DIR!, 'restwire.sqlite3'));
+    try {
+      db.prepare(statement.replace(/\$\d+/g, '?')).run(...params);
+    } finally {
+      db.close();
+    }
+    return;
+  }
+  const client = new pg.Client({ connectionString: database.url });
+  await client.connect();
+  try {
+    await client.query(statement, params);
+  } finally {
+    await client.end();
+  }
+}
+
+describe.each(BACKENDS)('delivery retention on %s (issue 11, finding 2)', (backend) => {
+  const BODY = 'x'.repeat(5000);
+  let database: TestDatabase;
+  let server: RunningServer;
+  let receiver: Server;
+  let receiverUrl: string;
+  let answered = 0;
+  const client = clientOf(() => server);
+
+  beforeAll(async () => {
+    database = await createTestDatabase(backend);
+    server = await startServer(database, { env: { WEBHOOK_ALLOW_PRIVATE: 'true', DELIVERY_PRUNE_INTERVAL_SECONDS: '1' } });
+    // A receiver that answers every delivery with 5,000 characters.
+    receiver = createServer((request, response) => {
+      request.resume();
+      request.on('end', () => {
+        answered++;
+        response.writeHead(200, { 'content-type': 'text/plain' }).end(BODY);
+      });
+    });
+    await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
+    receiverUrl = `http://127.0.0.1:${(receiver.address() as import('node:net').AddressInfo).port}/hook`;
+  });
+  afterAll(async () => {
+    receiver?.closeAllConnections();
+    await new Promise<void>((resolve) => (receiver ? receiver.close(() => resolve()) : resolve()));
+    await server?.stop();
+    await database?.drop();
+  });
+
+  type Entry = { url: string; id: number; status: string };
+  const deliveriesOf = async (hook: Hook) => (await client.get<{ results: Entry[] }>(`${hook.url}deliveries/?limit=100`)).results;
+  const bodyLength = async (entry: Entry) => (await client.get<{ response: { payload: string } }>(entry.url)).response.payload.length;
+
+  it('keeps full response bodies only for the latest deliveries per webhook and per user', async () => {
+    // 6 webhooks x 21 deliveries (a ping + 20 events) = 126 answers of 5,000 characters: the
+    // per-webhook cap (20) keeps 120, the per-user cap (100) keeps the latest 100.
+    const hooks: Hook[] = [];
+    for (let i = 0; i < 6; i++) hooks.push(await client.createHook(`${receiverUrl}?n=${i}`, adminAuth));
+    for (let i = 0; i < 20; i++) await client.createExperience(`chatty ${i}`, adminAuth);
+    const deadline = Date.now() + 30_000;
+    let lengths: number[][] = [];
+    for (;;) {
+      const logs = await Promise.all(hooks.map(deliveriesOf));
+      if (logs.every((log) => log.length === 21 && log.every((d) => d.status === 'delivered'))) {
+        lengths = await Promise.all(logs.map((log) => Promise.all(log.map(bodyLength))));
+        const full = lengths.flat().filter((n) => n === BODY.length).length;
+        if (full <= 100) break;
+      }
+      if (Date.now() > deadline) throw new Error(`bodies not capped within 30 s: ${JSON.stringify(lengths)}`);
+      await sleep(250);
+    }
+    expect(answered).toBe(126);
+    const all = lengths.flat();
+    expect(all.filter((n) => n === BODY.length)).toHaveLength(100);
+    expect(all.filter((n) => n === 1024)).toHaveLength(26);
+    for (const perHook of lengths) {
+      // Newest first: each webhook's latest delivery keeps its full body, and at most 20 do.
+      expect(perHook[0]).toBe(BODY.length);
+      expect(perHook.filter((n) => n === BODY.length).length).toBeLessThanOrEqual(20);
+    }
+  });
+
+  it('deletes delivered and failed deliveries older than DELIVERY_RETENTION_DAYS, never a waiting one', async () => {
+    const hook = await client.createHook(`${receiverUrl}?retention`, adminAuth);
+    for (let i = 0; i < 5; i++) await client.createExperience(`old ${i}`, adminAuth);
+    let log: Entry[] = [];
+    for (const deadline = Date.now() + 15_000; Date.now() < deadline; await sleep(100)) {
+      log = await deliveriesOf(hook);
+      if (log.length === 6 && log.every((d) => d.status === 'delivered')) break;
+    }
+    expect(log).toHaveLength(6);
+    const fortyDaysAgo = Date.now() - 40 * 86_400_000;
+    const [waiting, ...expired] = log.slice(0, 4).map((d) => d.id);
+    for (const id of expired) await execute(database, 'update deliveries set created_at = $1 where id = $2', [fortyDaysAgo, id]);
+    // An old delivery still owed a retry (scheduled far ahead) must survive.
+    await execute(database, "update deliveries set created_at = $1, status = 'retrying', next_attempt_at = $2 where id = $3", [
+      fortyDaysAgo,
+      Date.now() + 86_400_000,
+      waiting,
+    ]);
+
+    let left: Entry[] = [];
+    for (const deadline = Date.now() + 15_000; Date.now() < deadline; await sleep(200)) {
+      left = await deliveriesOf(hook);
+      if (left.length === 3) break;
+    }
+    expect(left.map((d) => d.id).sort()).toEqual([waiting!, ...log.slice(4).map((d) => d.id)].sort());
+    expect(left.find((d) => d.id === waiting)!.status).toBe('retrying');
+
+    const metrics = await (await client.api('/metrics')).text();
+    expect(Number(/^restwire_webhook_deliveries_pruned_total (\d+)/m.exec(metrics)?.[1])).toBeGreaterThanOrEqual(3);
+    expect(Number(/^restwire_webhook_response_bodies_truncated_total (\d+)/m.exec(metrics)?.[1])).toBeGreaterThanOrEqual(26);
+    expect(metrics).toMatch(/^restwire_webhook_deliveries\{status="retrying"\} 1$/m);
+    // 126 + 6 + 6 x 5 (the first test's webhooks get these events too) - 4 aged = 158.
+    expect(metrics).toMatch(/^restwire_webhook_deliveries\{status="delivered"\} 158$/m);
   });
 });

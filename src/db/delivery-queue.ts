@@ -95,6 +95,16 @@ export async function queueDepth(db: Kysely<Database>): Promise<number> {
   return Number(row?.n ?? 0);
 }
 
+/** How many deliveries the table holds, by status (the retention metric, issue 11). */
+export async function deliveriesByStatus(db: Kysely<Database>): Promise<Map<string, number>> {
+  const rows = await db
+    .selectFrom('deliveries')
+    .select(['status', (eb) => eb.fn.countAll<number>().as('n')])
+    .groupBy('status')
+    .execute();
+  return new Map(rows.map((row) => [row.status, Number(row.n)]));
+}
+
 /** Inside the transaction that enqueued work: wakes listening workers once it commits (PostgreSQL). */
 export async function announceDeliveries(storage: Storage, trx: Transaction<Database> | Kysely<Database>): Promise<void> {
   if (storage.dialect === 'postgres') await sql`select pg_notify(${CHANNEL}, '')`.execute(trx);

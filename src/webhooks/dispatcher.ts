@@ -14,6 +14,7 @@ import type { DeliveryRow } from '../db/schema.js';
 import { CircuitBreaker } from './circuit-breaker.js';
 import { createDeliveryMetrics, type DeliveryMetrics } from './delivery-metrics.js';
 import { disableWebhook, recordAttempts, type AttemptRecord } from './record-attempt.js';
+import { pruneDeliveries } from './retention.js';
 import { createSecretBox, type SecretBox } from './secrets.js';
 import { signDelivery } from './signing.js';
 
@@ -40,6 +41,10 @@ export interface DispatcherOptions {
    */
   readonly perOwner?: number;
   readonly timeoutMs?: number;
+  /** Delivered and failed deliveries older than this are deleted (retention.ts); default 30 days. */
+  readonly retentionMs?: number;
+  /** How often retention runs; default 5 minutes. */
+  readonly pruneIntervalMs?: number;
 }
 
 /** How long a claim holds a delivery; a worker killed mid-attempt loses it after this (API.md §6). */
@@ -117,6 +122,8 @@ export class Dispatcher {
   private woken = false;
   private wakeTimer: NodeJS.Timeout | null = null;
   private stopListening: () => Promise<void> = async () => {};
+  private pruneTimer: NodeJS.Timeout | null = null;
+  private pruning: Promise<void> | null = null;
 
   constructor(private readonly options: DispatcherOptions) {
     this.maxHeld = options.maxInFlight ?? 512;
@@ -145,6 +152,28 @@ export class Dispatcher {
       (error) => log.warn({ err: error }, 'delivery notifications interrupted; reconnecting'),
     );
     this.loop = this.run();
+    const interval = this.options.pruneIntervalMs ?? 300_000;
+    this.pruneTimer = setInterval(() => {
+      this.pruning ??= this.prune().finally(() => {
+        this.pruning = null;
+      });
+    }, interval);
+    this.pruneTimer.unref();
+  }
+
+  /** One retention pass (retention.ts); a failure is logged and the next pass tries again. */
+  private async prune(): Promise<void> {
+    const { storage, log, metrics } = this.options;
+    const retentionMs = this.options.retentionMs ?? 30 * 86_400_000;
+    try {
+      const done = await pruneDeliveries(storage.db, {
+        before: Date.now() - retentionMs,
+        onBatch: (batch) => metrics?.observePruning(batch),
+      });
+      if (done.deleted > 0 || done.truncated > 0) log.info(done, 'pruned the delivery log');
+    } catch (error) {
+      log.warn({ err: error }, 'could not prune the delivery log; will try again');
+    }
   }
 
   /** Asks the loop to look for work now (after a commit that enqueued some). */
@@ -162,6 +191,8 @@ export class Dispatcher {
   async stop(): Promise<void> {
     if (!this.running) return;
     this.running = false;
+    if (this.pruneTimer) clearInterval(this.pruneTimer);
+    await this.pruning;
     this.wake();
     await this.loop;
     // Claimed work that has not started goes back to the queue at once.
@@ -471,6 +502,8 @@ export function createDispatcher(
     schedule: config.webhookRetrySchedule,
     allowPrivate: config.webhookAllowPrivate,
     timeoutMs: config.webhookTimeoutMs,
+    retentionMs: config.deliveryRetentionMs,
+    pruneIntervalMs: config.deliveryPruneIntervalMs,
     log,
     ...(registry ? { metrics: createDeliveryMetrics(registry, storage.db, gauges) } : {}),
   });
