@@ -30,6 +30,10 @@ export interface Config {
   readonly webhookRetrySchedule: readonly number[];
   /** Whole-attempt timeout for a delivery (API.md §4: 10 s). */
   readonly webhookTimeoutMs: number;
+  /** Delivered and failed deliveries older than this are deleted (DELIVERY_RETENTION_DAYS, 30). */
+  readonly deliveryRetentionMs: number;
+  /** How often the dispatcher prunes the delivery log (DELIVERY_PRUNE_INTERVAL_SECONDS, 300). */
+  readonly deliveryPruneIntervalMs: number;
   readonly accessTokenSeconds: number;
   readonly refreshTokenSeconds: number;
   readonly sessionIdleSeconds: number;
@@ -166,6 +170,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, folders: Folder
     webhookAllowPrivate: bool('WEBHOOK_ALLOW_PRIVATE', false),
     webhookRetrySchedule,
     webhookTimeoutMs: int('WEBHOOK_TIMEOUT_SECONDS', 10, 1, 60) * 1000,
+    deliveryRetentionMs: int('DELIVERY_RETENTION_DAYS', 30, 1, 3650) * 86_400_000,
+    deliveryPruneIntervalMs: int('DELIVERY_PRUNE_INTERVAL_SECONDS', 300, 1, 86_400) * 1000,
     accessTokenSeconds: int('ACCESS_TOKEN_SECONDS', 900, 1, 86_400),
     refreshTokenSeconds: int('REFRESH_TOKEN_SECONDS', 14 * 86_400, 60, 365 * 86_400),
     sessionIdleSeconds: int('SESSION_IDLE_SECONDS', 2 * 3600, 60, 365 * 86_400),

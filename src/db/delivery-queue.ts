@@ -20,6 +20,8 @@ export interface ClaimOptions {
   readonly leaseUntil: number;
   /** Webhooks this worker has at its concurrency cap; their work is left for later. */
   readonly excludeWebhookIds: readonly number[];
+  /** Users whose webhooks hold their fair share of this worker; their work is left for later. */
+  readonly excludeOwnerIds?: readonly number[];
 }
 
 /**
@@ -28,17 +30,18 @@ export interface ClaimOptions {
  * index on waiting deliveries (migration 0003) matches it.
  */
 export async function claimDueDeliveries(storage: Storage, options: ClaimOptions): Promise<DeliveryRow[]> {
-  const { now, limit, leaseUntil, excludeWebhookIds } = options;
+  const { now, limit, leaseUntil, excludeWebhookIds, excludeOwnerIds = [] } = options;
   const exclude = excludeWebhookIds.length
     ? sql`and d.webhook_id not in (${sql.join(excludeWebhookIds)})`
     : sql``;
+  const excludeOwners = excludeOwnerIds.length ? sql`and w.owner_id not in (${sql.join(excludeOwnerIds)})` : sql``;
   const lock = storage.dialect === 'postgres' ? sql`for update of d skip locked` : sql``;
   const result = await sql<DeliveryRow>`
     update deliveries set lease_until = ${leaseUntil}
     where id in (
       select d.id from deliveries d join webhooks w on w.id = d.webhook_id
       where d.status in ('pending', 'retrying') and d.next_attempt_at <= ${now}
-        and (d.lease_until is null or d.lease_until < ${now}) and (w.active = 1 or d.event = 'ping') ${exclude}
+        and (d.lease_until is null or d.lease_until < ${now}) and (w.active = 1 or d.event = 'ping') ${exclude} ${excludeOwners}
       order by d.next_attempt_at, d.id
       limit ${limit}
       ${lock}
@@ -90,6 +93,16 @@ export async function queueDepth(db: Kysely<Database>): Promise<number> {
     .where('status', 'in', WAITING)
     .executeTakeFirst();
   return Number(row?.n ?? 0);
+}
+
+/** How many deliveries the table holds, by status (the retention metric, issue 11). */
+export async function deliveriesByStatus(db: Kysely<Database>): Promise<Map<string, number>> {
+  const rows = await db
+    .selectFrom('deliveries')
+    .select(['status', (eb) => eb.fn.countAll<number>().as('n')])
+    .groupBy('status')
+    .execute();
+  return new Map(rows.map((row) => [row.status, Number(row.n)]));
 }
 
 /** Inside the transaction that enqueued work: wakes listening workers once it commits (PostgreSQL). */

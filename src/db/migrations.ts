@@ -135,6 +135,14 @@ const MIGRATIONS: Record<string, Migration> = {
       await db.schema.dropIndex('deliveries_due').execute();
     },
   },
+  '0004_large_response_bodies_index': {
+    async up(db) {
+      // Retention caps full response bodies per webhook and per user (webhooks/retention.ts,
+      // issue 11): a partial index of the long ones lets each pass rank only those. The
+      // predicate is the one retention.ts spells (TRUNCATED_BODY_CHARS).
+      await sql`create index deliveries_large_bodies on deliveries (webhook_id, id) where length(response_body) > 1024`.execute(db);
+    },
+  },
 };
 
 const provider: MigrationProvider = { getMigrations: async () => MIGRATIONS };

@@ -1,11 +1,20 @@
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 import type { Kysely } from 'kysely';
-import { queueDepth } from '../db/delivery-queue.js';
+import { deliveriesByStatus, queueDepth } from '../db/delivery-queue.js';
 import type { Database } from '../db/schema.js';
 import type { AttemptOutcome } from './send-attempt.js';
 
-/** Delivery metrics for /metrics (API.md §5): attempts by outcome, their duration, the queue depth. */
-export function createDeliveryMetrics(registry: Registry, db: Kysely<Database>) {
+/** What the dispatcher reports about itself at scrape time. */
+export interface DispatcherGauges {
+  /** Webhooks whose circuit is open in this process (cut to one probe at a time). */
+  openCircuits(): number;
+}
+
+/**
+ * Delivery metrics for /metrics (API.md §5): attempts by outcome, their duration, the queue
+ * depth, and open circuits (issue 11).
+ */
+export function createDeliveryMetrics(registry: Registry, db: Kysely<Database>, dispatcher: DispatcherGauges) {
   const attempts = new Counter({
     name: 'restwire_webhook_attempts_total',
     help: 'Webhook delivery attempts, by outcome (success, http_error, network_error).',
@@ -27,7 +36,42 @@ export function createDeliveryMetrics(registry: Registry, db: Kysely<Database>) 
     },
   });
 
+  new Gauge({
+    name: 'restwire_webhook_circuits_open',
+    help: 'Webhooks whose receiver kept failing to answer, cut to one attempt at a time until it answers (this process).',
+    registers: [registry],
+    collect() {
+      this.set(dispatcher.openCircuits());
+    },
+  });
+
+  new Gauge({
+    name: 'restwire_webhook_deliveries',
+    help: 'Rows in the delivery log, by status (kept for DELIVERY_RETENTION_DAYS).',
+    labelNames: ['status'] as const,
+    registers: [registry],
+    async collect() {
+      const counts = await deliveriesByStatus(db);
+      this.reset();
+      for (const status of ['pending', 'retrying', 'delivered', 'failed']) this.set({ status }, counts.get(status) ?? 0);
+    },
+  });
+  const pruned = new Counter({
+    name: 'restwire_webhook_deliveries_pruned_total',
+    help: 'Deliveries deleted by retention (older than DELIVERY_RETENTION_DAYS; never pending or retrying).',
+    registers: [registry],
+  });
+  const truncated = new Counter({
+    name: 'restwire_webhook_response_bodies_truncated_total',
+    help: 'Stored response bodies cut to 1,024 characters by the per-webhook and per-user caps.',
+    registers: [registry],
+  });
+
   return {
+    observePruning(done: { deleted: number; truncated: number }): void {
+      pruned.inc(done.deleted);
+      truncated.inc(done.truncated);
+    },
     observeAttempt(outcome: AttemptOutcome): void {
       attempts.inc({ outcome: outcome.ok ? 'success' : outcome.statusCode === null ? 'network_error' : 'http_error' });
       duration.observe(outcome.durationMs / 1000);

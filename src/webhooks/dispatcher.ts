@@ -11,8 +11,10 @@ import {
   releaseLeases,
 } from '../db/delivery-queue.js';
 import type { DeliveryRow } from '../db/schema.js';
+import { CircuitBreaker } from './circuit-breaker.js';
 import { createDeliveryMetrics, type DeliveryMetrics } from './delivery-metrics.js';
 import { disableWebhook, recordAttempts, type AttemptRecord } from './record-attempt.js';
+import { pruneDeliveries } from './retention.js';
 import { createSecretBox, type SecretBox } from './secrets.js';
 import { signDelivery } from './signing.js';
 
@@ -32,7 +34,17 @@ export interface DispatcherOptions {
   readonly maxInFlight?: number;
   /** Attempts in flight at once to one webhook, so a slow receiver cannot hold up the others. */
   readonly perWebhook?: number;
+  /**
+   * Deliveries one user's webhooks may hold in this process at once (in flight, stalled or
+   * waiting), so one tenant's receivers can never take the whole process budget (issue 11).
+   * Default: a quarter of `maxInFlight`.
+   */
+  readonly perOwner?: number;
   readonly timeoutMs?: number;
+  /** Delivered and failed deliveries older than this are deleted (retention.ts); default 30 days. */
+  readonly retentionMs?: number;
+  /** How often retention runs; default 5 minutes. */
+  readonly pruneIntervalMs?: number;
 }
 
 /** How long a claim holds a delivery; a worker killed mid-attempt loses it after this (API.md §6). */
@@ -45,9 +57,17 @@ const CLAIM_BATCH = 256;
 const WAKE_DELAY_MS = 2;
 /** How long finished attempts wait to be recorded together. */
 const FLUSH_DELAY_MS = 5;
+/**
+ * An attempt running longer than this is "stalled": it leaves the process budget that gates
+ * claims, and its webhook's claimed work goes back to the queue, so a receiver that hangs holds
+ * sockets, not the slots healthy webhooks need (issue 11, finding 1). Healthy receivers answer
+ * well within it; a slow one still gets its answer, only without work queued behind it here.
+ */
+const STALL_MS = 1000;
 
 interface WebhookTarget {
   url: string;
+  ownerId: number;
   secrets: string[];
 }
 
@@ -65,22 +85,33 @@ interface Claimed {
 
 /** In-flight and waiting work of one webhook in this process. */
 interface Lane {
+  readonly ownerId: number;
   inFlight: number;
+  /** In-flight attempts past STALL_MS: counted in `inFlight`, not in the process budget. */
+  stalled: number;
   waiting: Claimed[];
 }
 
 export class Dispatcher {
   private readonly maxHeld: number;
   private readonly perWebhook: number;
+  private readonly perOwner: number;
   private readonly timeoutMs: number;
+  private readonly stallMs: number;
+  private readonly breaker = new CircuitBreaker();
   /**
    * The guarded undici agent and the sender, loaded with the first attempt: undici is a tenth of
    * an idle process's memory, and a `serve` that never delivers need not carry it (issue #6).
    */
   private transport: Promise<Transport> | null = null;
   private readonly lanes = new Map<number, Lane>();
-  /** Deliveries claimed by this process and not yet recorded (in flight or waiting). */
+  /**
+   * The process budget: deliveries claimed by this process and not yet recorded, in flight or
+   * waiting, except stalled attempts. Claims stop while it is half full.
+   */
   private held = 0;
+  /** Per user: deliveries held here, stalled ones included (the fair share, `perOwner`). */
+  private readonly ownerHeld = new Map<number, number>();
   private readonly attempts = new Set<Promise<void>>();
   private pending: AttemptRecord[] = [];
   private flushing: Promise<void> | null = null;
@@ -91,11 +122,21 @@ export class Dispatcher {
   private woken = false;
   private wakeTimer: NodeJS.Timeout | null = null;
   private stopListening: () => Promise<void> = async () => {};
+  private pruneTimer: NodeJS.Timeout | null = null;
+  private pruning: Promise<void> | null = null;
 
   constructor(private readonly options: DispatcherOptions) {
     this.maxHeld = options.maxInFlight ?? 512;
     this.perWebhook = options.perWebhook ?? 16;
+    // A quarter of the budget: one tenant's stuck work stays well under the half that stops claims.
+    this.perOwner = options.perOwner ?? Math.max(1, Math.floor(this.maxHeld / 4));
     this.timeoutMs = options.timeoutMs ?? 10_000;
+    this.stallMs = Math.min(STALL_MS, this.timeoutMs / 2);
+  }
+
+  /** Circuits open now: webhooks cut to one probe at a time (the metric). */
+  get openCircuits(): number {
+    return this.breaker.openCount;
   }
 
   /** Starts claiming; on SQLite first takes back leases a killed process left behind. */
@@ -111,6 +152,28 @@ export class Dispatcher {
       (error) => log.warn({ err: error }, 'delivery notifications interrupted; reconnecting'),
     );
     this.loop = this.run();
+    const interval = this.options.pruneIntervalMs ?? 300_000;
+    this.pruneTimer = setInterval(() => {
+      this.pruning ??= this.prune().finally(() => {
+        this.pruning = null;
+      });
+    }, interval);
+    this.pruneTimer.unref();
+  }
+
+  /** One retention pass (retention.ts); a failure is logged and the next pass tries again. */
+  private async prune(): Promise<void> {
+    const { storage, log, metrics } = this.options;
+    const retentionMs = this.options.retentionMs ?? 30 * 86_400_000;
+    try {
+      const done = await pruneDeliveries(storage.db, {
+        before: Date.now() - retentionMs,
+        onBatch: (batch) => metrics?.observePruning(batch),
+      });
+      if (done.deleted > 0 || done.truncated > 0) log.info(done, 'pruned the delivery log');
+    } catch (error) {
+      log.warn({ err: error }, 'could not prune the delivery log; will try again');
+    }
   }
 
   /** Asks the loop to look for work now (after a commit that enqueued some). */
@@ -128,12 +191,13 @@ export class Dispatcher {
   async stop(): Promise<void> {
     if (!this.running) return;
     this.running = false;
+    if (this.pruneTimer) clearInterval(this.pruneTimer);
+    await this.pruning;
     this.wake();
     await this.loop;
     // Claimed work that has not started goes back to the queue at once.
-    const waiting = [...this.lanes.values()].flatMap((lane) => lane.waiting.splice(0));
-    this.held -= waiting.length;
-    await releaseLeases(this.options.storage.db, waiting.map((item) => item.delivery.id));
+    const waiting = [...this.lanes.values()].flatMap((lane) => this.unqueue(lane));
+    await releaseLeases(this.options.storage.db, waiting);
     await Promise.all(this.attempts);
     await this.flush();
     await this.stopListening();
@@ -154,20 +218,36 @@ export class Dispatcher {
   }
 
   /**
-   * Claims a batch and queues it per webhook. A webhook may hold twice its in-flight cap here
-   * (one round in flight, one waiting), so a slow receiver's work never fills the batch and
-   * waiting work starts well within its lease.
+   * How much one webhook may hold here: twice its in-flight cap (one round in flight, one
+   * waiting), so a fast receiver never waits for a claim; 2 while its circuit is open.
+   */
+  private laneLimit(webhookId: number): number {
+    return 2 * this.breaker.limit(webhookId, this.perWebhook);
+  }
+
+  /**
+   * A webhook gets no more work while its lane is full or every slot it has is stalled: what it
+   * was given would wait here for a stuck slot, holding the budget others need (issue 11).
+   */
+  private laneClosed(webhookId: number, lane: Lane): boolean {
+    return lane.inFlight + lane.waiting.length >= this.laneLimit(webhookId) || lane.stalled >= this.breaker.limit(webhookId, this.perWebhook);
+  }
+
+  /**
+   * Claims a batch and queues it per webhook. Webhooks whose lanes are closed and users at their
+   * fair share are left out of the claim itself, so one tenant's backlog never fills the batch.
    */
   private async claim(): Promise<number> {
     const { storage } = this.options;
     const now = Date.now();
-    const laneLimit = 2 * this.perWebhook;
-    const full = [...this.lanes].filter(([, lane]) => lane.inFlight + lane.waiting.length >= laneLimit).map(([id]) => id);
+    const closed = [...this.lanes].filter(([id, lane]) => this.laneClosed(id, lane)).map(([id]) => id);
+    const fullOwners = [...this.ownerHeld].filter(([, count]) => count >= this.perOwner).map(([id]) => id);
     const rows = await claimDueDeliveries(storage, {
       now,
       limit: Math.min(this.maxHeld - this.held, CLAIM_BATCH),
       leaseUntil: now + LEASE_MS,
-      excludeWebhookIds: full,
+      excludeWebhookIds: closed,
+      excludeOwnerIds: fullOwners,
     });
     if (rows.length === 0) return 0;
 
@@ -175,28 +255,48 @@ export class Dispatcher {
     const returned: number[] = [];
     const touched = new Set<number>();
     for (const delivery of rows) {
-      const lane = this.lane(delivery.webhook_id);
       const target = targets.get(delivery.webhook_id);
-      if (!target || lane.inFlight + lane.waiting.length >= laneLimit) {
+      const lane = target ? this.lane(delivery.webhook_id, target.ownerId) : undefined;
+      if (!target || !lane || this.laneClosed(delivery.webhook_id, lane) || (this.ownerHeld.get(lane.ownerId) ?? 0) >= this.perOwner) {
         returned.push(delivery.id);
         continue;
       }
       lane.waiting.push({ delivery, target });
-      this.held++;
+      this.hold(lane.ownerId, 1);
       touched.add(delivery.webhook_id);
     }
     await releaseLeases(storage.db, returned);
     for (const webhookId of touched) this.pump(webhookId);
+    for (const [webhookId, lane] of this.lanes) this.dropIfIdle(webhookId, lane);
     return rows.length - returned.length;
   }
 
-  private lane(webhookId: number): Lane {
+  private lane(webhookId: number, ownerId: number): Lane {
     let lane = this.lanes.get(webhookId);
     if (!lane) {
-      lane = { inFlight: 0, waiting: [] };
+      lane = { ownerId, inFlight: 0, stalled: 0, waiting: [] };
       this.lanes.set(webhookId, lane);
     }
     return lane;
+  }
+
+  private dropIfIdle(webhookId: number, lane: Lane): void {
+    if (lane.inFlight === 0 && lane.waiting.length === 0) this.lanes.delete(webhookId);
+  }
+
+  /** Counts deliveries in (or, with a negative count, out of) the process budget and the user's share. */
+  private hold(ownerId: number, count: number): void {
+    this.held += count;
+    const owned = (this.ownerHeld.get(ownerId) ?? 0) + count;
+    if (owned > 0) this.ownerHeld.set(ownerId, owned);
+    else this.ownerHeld.delete(ownerId);
+  }
+
+  /** Takes a lane's waiting work out of this process; returns the ids whose leases to give back. */
+  private unqueue(lane: Lane): number[] {
+    const ids = lane.waiting.splice(0).map((item) => item.delivery.id);
+    this.hold(lane.ownerId, -ids.length);
+    return ids;
   }
 
   /** Starts waiting attempts of a webhook while it has free slots. */
@@ -204,21 +304,33 @@ export class Dispatcher {
     const lane = this.lanes.get(webhookId);
     if (!lane) return;
     const stale: number[] = [];
-    while (lane.inFlight < this.perWebhook && lane.waiting.length > 0) {
+    while (lane.inFlight < this.breaker.limit(webhookId, this.perWebhook) && lane.waiting.length > 0) {
       const { delivery, target } = lane.waiting.shift()!;
       // Never start an attempt that could outlive its lease: another worker may take it then.
       if (Date.now() + this.timeoutMs + 1000 > (delivery.lease_until ?? 0)) {
         stale.push(delivery.id);
-        this.held--;
+        this.hold(lane.ownerId, -1);
         continue;
       }
       lane.inFlight++;
+      let stalled = false;
+      const stallTimer = setTimeout(() => {
+        stalled = true;
+        this.stall(webhookId, lane);
+      }, this.stallMs);
       const attempt = this.attempt(delivery, target).finally(() => {
+        clearTimeout(stallTimer);
         lane.inFlight--;
-        this.held--;
+        if (stalled) {
+          lane.stalled--;
+          this.hold(lane.ownerId, -1);
+          this.held++; // a stalled attempt had already left the process budget
+        } else {
+          this.hold(lane.ownerId, -1);
+        }
         this.attempts.delete(attempt);
         this.pump(webhookId);
-        if (lane.inFlight === 0 && lane.waiting.length === 0) this.lanes.delete(webhookId);
+        this.dropIfIdle(webhookId, lane);
         // Claim again when there is room for a batch, or when this webhook has run dry.
         if (this.held <= this.maxHeld / 2 || lane.waiting.length === 0) this.wake();
       });
@@ -227,12 +339,25 @@ export class Dispatcher {
     if (stale.length) void releaseLeases(this.options.storage.db, stale).catch(() => {});
   }
 
+  /**
+   * An attempt ran past STALL_MS: it stops counting against the process budget, and when every
+   * slot of its webhook is stuck, the work waiting for one goes back to the queue (issue 11).
+   */
+  private stall(webhookId: number, lane: Lane): void {
+    lane.stalled++;
+    this.held--;
+    if (lane.stalled >= this.breaker.limit(webhookId, this.perWebhook) && lane.waiting.length > 0) {
+      void releaseLeases(this.options.storage.db, this.unqueue(lane)).catch(() => {});
+    }
+    this.wake();
+  }
+
   private async loadTargets(webhookIds: readonly number[]): Promise<Map<number, WebhookTarget>> {
     const targets = new Map<number, WebhookTarget>();
     if (webhookIds.length === 0) return targets;
     const hooks = await this.options.storage.db
       .selectFrom('webhooks')
-      .select(['id', 'target_url', 'secret_sealed', 'previous_secret_sealed', 'previous_secret_expires_at'])
+      .select(['id', 'owner_id', 'target_url', 'secret_sealed', 'previous_secret_sealed', 'previous_secret_expires_at'])
       .where('id', 'in', webhookIds)
       .execute();
     const now = Date.now();
@@ -242,7 +367,7 @@ export class Dispatcher {
         // During a rotation's 24 h overlap both secrets sign (API.md §4).
         const previous = hook.previous_secret_sealed && (hook.previous_secret_expires_at ?? 0) > now ? this.openOrNull(hook.previous_secret_sealed) : null;
         if (previous !== null) secrets.push(previous);
-        targets.set(hook.id, { url: hook.target_url, secrets });
+        targets.set(hook.id, { url: hook.target_url, ownerId: Number(hook.owner_id), secrets });
       } catch {
         // Sealed under another SECRET_KEY: nothing can be signed, so the webhook stops with a
         // reason its owner can read, and the rest of the batch goes on.
@@ -295,6 +420,15 @@ export class Dispatcher {
       timeoutMs: this.timeoutMs,
     });
     this.options.metrics?.observeAttempt(outcome);
+    const transition = this.breaker.record(delivery.webhook_id, outcome);
+    if (transition === 'opened') {
+      this.options.log.warn(
+        { webhookId: delivery.webhook_id, error: outcome.error },
+        'webhook receiver keeps failing to answer; one attempt at a time until it answers again',
+      );
+    } else if (transition === 'closed') {
+      this.options.log.info({ webhookId: delivery.webhook_id }, 'webhook receiver answers again; full concurrency restored');
+    }
     this.pending.push({ delivery, outcome, finishedAt: Date.now() });
     await this.scheduleFlush();
   }
@@ -361,13 +495,17 @@ export function createDispatcher(
   storage: Storage,
   { secretKey, log, registry }: { secretKey: string; log: FastifyBaseLogger; registry?: Registry },
 ): Dispatcher {
-  return new Dispatcher({
+  const gauges = { openCircuits: () => dispatcher.openCircuits };
+  const dispatcher: Dispatcher = new Dispatcher({
     storage,
     secrets: createSecretBox(secretKey),
     schedule: config.webhookRetrySchedule,
     allowPrivate: config.webhookAllowPrivate,
     timeoutMs: config.webhookTimeoutMs,
+    retentionMs: config.deliveryRetentionMs,
+    pruneIntervalMs: config.deliveryPruneIntervalMs,
     log,
-    ...(registry ? { metrics: createDeliveryMetrics(registry, storage.db) } : {}),
+    ...(registry ? { metrics: createDeliveryMetrics(registry, storage.db, gauges) } : {}),
   });
+  return dispatcher;
 }

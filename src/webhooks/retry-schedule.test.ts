@@ -64,12 +64,19 @@ describe('retryDelaySeconds', () => {
     expect(samples.filter((s) => s >= 110).length).toBeGreaterThan(350);
   });
 
-  it('uses Retry-After instead of the schedule, without jitter, capped at the largest delay', () => {
+  it('lets Retry-After lengthen a wait, without jitter, capped at the largest delay', () => {
     const random = () => 0;
     expect(retryDelaySeconds(schedule, 1, { retryAfterSeconds: 120, random })).toBe(120);
-    expect(retryDelaySeconds(schedule, 1, { retryAfterSeconds: 0, random })).toBe(0);
     expect(retryDelaySeconds(schedule, 1, { retryAfterSeconds: 10 ** 6, random })).toBe(300);
     expect(retryDelaySeconds(DEFAULT_RETRY_SCHEDULE, 1, { retryAfterSeconds: 10 ** 6 })).toBe(86400);
+  });
+
+  it('never lets Retry-After shorten a wait below the schedule (issue 11, finding 4)', () => {
+    const random = () => 0.5;
+    expect(retryDelaySeconds(schedule, 1, { retryAfterSeconds: 0, random })).toBe(10);
+    expect(retryDelaySeconds(schedule, 2, { retryAfterSeconds: 5, random })).toBe(60);
+    // Even with the most negative jitter, the wait is the schedule's less 20 %, never Retry-After's 0.
+    expect(retryDelaySeconds(DEFAULT_RETRY_SCHEDULE, 9, { retryAfterSeconds: 0, random: () => 0 })).toBeCloseTo(86400 * 0.8);
   });
 
   it('still fails the delivery when the schedule is used up, whatever Retry-After says', () => {

@@ -1,6 +1,6 @@
 // When a failed delivery is tried again (API.md §4 "Delivery guarantees", §6 "Retries"):
 // a schedule of N delays gives N retries after the first attempt, each with ±20 % jitter, and a
-// Retry-After on 429 or 503 is honoured up to the schedule's largest delay.
+// Retry-After on 429 or 503 may lengthen a wait up to the schedule's largest delay, never shorten it.
 
 /** The default WEBHOOK_RETRY_SCHEDULE, in seconds: nine retries over about two days. */
 export const DEFAULT_RETRY_SCHEDULE: readonly number[] = Object.freeze([
@@ -52,12 +52,14 @@ export function retryDelaySeconds(
   }
   const scheduled = schedule[failedAttempts - 1];
   if (scheduled === undefined) return null;
-  // A receiver's own Retry-After is exact (no jitter), but capped so that one cannot park a
-  // delivery beyond the schedule's horizon (API.md §4).
+  const jittered = scheduled * (1 - JITTER + 2 * JITTER * random());
+  // A receiver's Retry-After may lengthen the wait, capped so that one cannot park a delivery
+  // beyond the schedule's horizon (API.md §4), but never shorten it: `Retry-After: 0` on every
+  // 503 used up the whole two-day schedule in 121 ms (issue 11, finding 4).
   if (retryAfterSeconds !== undefined && Number.isFinite(retryAfterSeconds) && retryAfterSeconds >= 0) {
-    return Math.min(retryAfterSeconds, Math.max(...schedule));
+    return Math.max(jittered, Math.min(retryAfterSeconds, Math.max(...schedule)));
   }
-  return scheduled * (1 - JITTER + 2 * JITTER * random());
+  return jittered;
 }
 
 /**

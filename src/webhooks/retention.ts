@@ -1,0 +1,90 @@
+import { sql, type Kysely } from 'kysely';
+import type { Database } from '../db/schema.js';
+
+// The "prune" stage of the webhook pipeline (STYLE.md 7; issue 11, finding 2): the delivery log
+// is kept for DELIVERY_RETENTION_DAYS, and the receivers' answers in it are capped per webhook
+// and per user, so one tenant's chatty receivers cannot fill the disk. The dispatcher runs it
+// every DELIVERY_PRUNE_INTERVAL_SECONDS, in small batches so no statement holds the (SQLite:
+// only) writer for long. Both statements are plain SQL that SQLite and PostgreSQL share.
+
+/** Rows one statement deletes or truncates; a pass repeats until a batch comes back short. */
+export const PRUNE_BATCH = 500;
+/** What is left of an older response body: its first 1,024 characters. */
+export const TRUNCATED_BODY_CHARS = 1024;
+/** Full response bodies (up to 64 KiB, send-attempt.ts) kept for each webhook's latest deliveries… */
+export const FULL_BODIES_PER_WEBHOOK = 20;
+/** …and at most this many across one user's webhooks: at most 6.4 MiB of full bodies a user. */
+export const FULL_BODIES_PER_USER = 100;
+/** A pause between batches, so API writes get the database in between. */
+const BATCH_PAUSE_MS = 10;
+
+export interface RetentionOptions {
+  /** Delivered and failed deliveries created before this (ms since the epoch) are deleted. */
+  readonly before: number;
+  /** Called after each batch with what it did (the metrics). */
+  readonly onBatch?: (done: { deleted: number; truncated: number }) => void;
+}
+
+/** One retention pass: deletes expired deliveries, then truncates response bodies over the caps. */
+export async function pruneDeliveries(db: Kysely<Database>, { before, onBatch }: RetentionOptions): Promise<{ deleted: number; truncated: number }> {
+  let deleted = 0;
+  let truncated = 0;
+  for (;;) {
+    const count = await deleteExpired(db, before);
+    deleted += count;
+    if (count > 0) onBatch?.({ deleted: count, truncated: 0 });
+    if (count < PRUNE_BATCH) break;
+    await pause();
+  }
+  for (;;) {
+    const count = await truncateOlderBodies(db);
+    truncated += count;
+    if (count > 0) onBatch?.({ deleted: 0, truncated: count });
+    if (count < PRUNE_BATCH) break;
+    await pause();
+  }
+  return { deleted, truncated };
+}
+
+/**
+ * Deletes one batch of delivered or failed deliveries created before `before`; never a pending or
+ * retrying one, whatever its age (it is still owed an attempt). Walks the primary key, oldest
+ * first, so no index on created_at is needed (ids grow with time).
+ */
+async function deleteExpired(db: Kysely<Database>, before: number): Promise<number> {
+  const result = await sql`
+    delete from deliveries where id in (
+      select id from deliveries
+      where created_at < ${before} and status in ('delivered', 'failed')
+      order by id
+      limit ${PRUNE_BATCH}
+    )`.execute(db);
+  return Number(result.numAffectedRows ?? 0);
+}
+
+/**
+ * Cuts one batch of response bodies longer than TRUNCATED_BODY_CHARS that are not among the
+ * latest FULL_BODIES_PER_WEBHOOK of their webhook and FULL_BODIES_PER_USER of their user. Only
+ * long bodies are ranked (the partial index of migration 0004 holds them), and a cut body leaves
+ * that index, so a pass reads what was kept plus what arrived since the last one.
+ */
+async function truncateOlderBodies(db: Kysely<Database>): Promise<number> {
+  const result = await sql`
+    update deliveries set response_body = substr(response_body, 1, ${sql.lit(TRUNCATED_BODY_CHARS)})
+    where id in (
+      select id from (
+        select d.id,
+          row_number() over (partition by d.webhook_id order by d.id desc) as webhook_rank,
+          row_number() over (partition by w.owner_id order by d.id desc) as owner_rank
+        from deliveries d join webhooks w on w.id = d.webhook_id
+        where length(d.response_body) > ${sql.lit(TRUNCATED_BODY_CHARS)}
+      ) ranked
+      where webhook_rank > ${sql.lit(FULL_BODIES_PER_WEBHOOK)} or owner_rank > ${sql.lit(FULL_BODIES_PER_USER)}
+      limit ${PRUNE_BATCH}
+    )`.execute(db);
+  return Number(result.numAffectedRows ?? 0);
+}
+
+function pause(): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, BATCH_PAUSE_MS));
+}
