@@ -46,7 +46,7 @@ describe('field types (RESOURCES.md §2)', () => {
     expect(check(price, '1.234')).toEqual({ errors: ['Ensure that there are no more than 2 decimal places.'] });
     expect(check(price, '12345.6')).toEqual({ errors: ['Ensure that there are no more than 4 digits before the decimal point.'] });
     expect(check(price, 'abc')).toEqual({ errors: ['A valid number is required.'] });
-    expect(() => field.decimal({ maxDigits: 20, decimalPlaces: 2 })).toThrow(/maxDigits/);
+    expect(field.decimal({ maxDigits: 20, decimalPlaces: 2 })).toMatchObject({ invalid: expect.stringMatching(/maxDigits/) });
   });
 
   it('boolean: true/false, and a form’s on/1/0', () => {
@@ -85,7 +85,7 @@ describe('field types (RESOURCES.md §2)', () => {
     expect(check(author, 3)).toEqual({ errors: ['Incorrect type. Expected URL string, received int.'] });
     expect(check(author, '/api/v1/users/3/')).toEqual({ errors: ['Invalid hyperlink - Incorrect URL match.'] });
     expect(check(author, '/api/v1/nothing/3/')).toEqual({ errors: ['Invalid hyperlink - No URL match.'] });
-    expect(() => field.reference('authors', { onDelete: 'setNull' })).toThrow(/nullable/);
+    expect(field.reference('authors', { onDelete: 'setNull' })).toMatchObject({ invalid: expect.stringMatching(/nullable/) });
   });
 
   it('references: a list of paths in id order, one message per failing item', () => {

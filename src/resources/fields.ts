@@ -636,8 +636,45 @@ function references(collection: string, options: Omit<CommonOptions<string[]>, '
   });
 }
 
+const constructors = { string, text, integer, decimal, boolean, date, datetime, email, url, choice, json, reference, references } as const;
+
+/**
+ * A field whose declaration is wrong (a bad option value, an unknown type). It is reported by
+ * `defineResource`, which knows the collection and the field's name (STYLE.md 14), instead of
+ * failing the file's import with a message that names neither.
+ */
+export interface InvalidField {
+  readonly [FIELD]: true;
+  readonly invalid: string;
+}
+
+/** Whether a declared field is an InvalidField. */
+export function isInvalidField(value: unknown): value is InvalidField {
+  return isField(value) && typeof (value as unknown as InvalidField).invalid === 'string';
+}
+
+function guarded<Args extends unknown[]>(type: string, make: (...args: Args) => Field): (...args: Args) => Field {
+  return (...args) => {
+    try {
+      return make(...args);
+    } catch (error) {
+      // Every throw here is a bad option (a TypeError, or a SyntaxError from a bad pattern).
+      return { [FIELD]: true, invalid: `field.${type}: ${error instanceof Error ? error.message : String(error)}` } as unknown as Field;
+    }
+  };
+}
+
 /** The field constructors users declare with (RESOURCES.md §2). */
-export const field = { string, text, integer, decimal, boolean, date, datetime, email, url, choice, json, reference, references } as const;
+export const field: typeof constructors = new Proxy(
+  Object.fromEntries(Object.entries(constructors).map(([type, make]) => [type, guarded(type, make as (...args: unknown[]) => Field)])) as typeof constructors,
+  {
+    // `field.strnig(...)` in a TypeScript file is not type-checked by the loader: name it.
+    get: (target, type) =>
+      typeof type === 'string' && !(type in target)
+        ? () => ({ [FIELD]: true, invalid: `unknown field type "field.${type}" (use ${FIELD_TYPES.map((t) => `field.${t}`).join(', ')})` })
+        : target[type as keyof typeof constructors],
+  },
+);
 
 /** Option names a field of this type accepts: unknown ones are declaration errors. */
 export function optionsOf(type: FieldType): readonly string[] {

@@ -20,6 +20,10 @@ describe('defineResource (RESOURCES.md §1)', () => {
       /field "title": unknown option "size"/,
     );
     expect(() => defineResource(books({ fields: { title: 'string' as never } }))).toThrow(/field "title": unknown field type/);
+    expect(() => defineResource(books({ fields: { title: (field as unknown as Record<string, () => never>).strnig!() } }))).toThrow(
+      /field "title": unknown field type "field.strnig"/,
+    );
+    expect(() => defineResource(books({ fields: { title: field.string({} as never) } }))).toThrow(/field "title": field.string: option maxLength/);
   });
 
   it('checks references and events across collections in the registry', () => {

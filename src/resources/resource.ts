@@ -7,7 +7,7 @@ import type { Kysely, Transaction } from 'kysely';
 import { and, authenticatedOrReadOnly, ownerOrReadOnly, type Permission } from '../auth/permissions.js';
 import type { User } from '../auth/user.js';
 import type { Database } from '../db/schema.js';
-import { isField, optionsOf, FIELD_TYPES, type Field } from './fields.js';
+import { isField, isInvalidField, optionsOf, FIELD_TYPES, type Field } from './fields.js';
 
 /** The viewset actions a resource can offer (DRF's names). */
 export type ActionName = 'list' | 'create' | 'retrieve' | 'update' | 'partial_update' | 'destroy';
@@ -159,6 +159,7 @@ function checkDeclaration(options: ResourceOptions & { table?: string }, { built
     if (!NAME.test(fieldName)) fail(fieldName, 'a field name must match [a-z][a-z0-9_]*');
     if (IMPLICIT.has(fieldName)) fail(fieldName, `"${fieldName}" is set by restwire on every record; choose another name`);
     if (!isField(value)) fail(fieldName, `unknown field type: use one of field.${FIELD_TYPES.join(', field.')}`);
+    if (isInvalidField(value)) fail(fieldName, value.invalid);
     const allowed = optionsOf(value.type);
     for (const option of Object.keys(value.options)) {
       if (!allowed.includes(option)) fail(fieldName, `unknown option "${option}" for field.${value.type} (it takes ${allowed.join(', ')})`);
