@@ -198,6 +198,19 @@ describe('OpenAPI document and docs page', () => {
       // Any one scheme, or none (anonymous reads).
       expect(doc.security).toContainEqual({});
       expect(doc.security).toHaveLength(schemes.length + 1);
+      // Per operation: anonymous only where the action's permission lets an anonymous caller in.
+      const security = (path: string, method: string) =>
+        (doc.paths[path] as unknown as Record<string, { security: Array<Record<string, string[]>> }>)[method]!.security;
+      expect(security('/api/v1/experiences/', 'get')).toContainEqual({});
+      expect(security('/api/v1/experiences/', 'post')).not.toContainEqual({});
+      expect(security('/api/v1/experiences/', 'post')).toHaveLength(schemes.length);
+      expect(security('/api/v1/webhooks/', 'get')).not.toContainEqual({});
+      expect(security('/api/v1/auth/token/', 'post')).toContainEqual({});
+    });
+
+    it('types success bodies as JSON only (HTML and CSV are chosen by Accept, described once)', () => {
+      const list = (doc.paths['/api/v1/experiences/'] as unknown as Record<string, { responses: Record<string, { content?: object }> }>).get!;
+      expect(Object.keys(list.responses['200']!.content!)).toEqual(['application/json']);
     });
   });
 

@@ -131,7 +131,10 @@ function makeField(options: CommonOptions<unknown> & Record<string, unknown>, sp
     defaultValue = parsed.value;
   }
   const show = spec.show ?? ((stored: unknown) => stored);
-  const showsNull = spec.type !== 'references' && (nullable || (!required && !hasDefault) || (options.readOnly === true && !hasDefault));
+  // A read-only field is null unless it has a default, or is declared `required` (always set by
+  // restwire itself, as a user's `username`).
+  const showsNull =
+    spec.type !== 'references' && (nullable || (!hasDefault && (options.readOnly ? options.required !== true : !required)));
   const schema = {
     ...(options.label ? { title: options.label } : {}),
     ...(options.helpText ? { description: options.helpText } : {}),

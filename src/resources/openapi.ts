@@ -48,6 +48,7 @@ export interface OperationObject {
   parameters?: Array<ParameterObject | Reference>;
   requestBody?: RequestBodyObject;
   responses: Record<string, ResponseObject | Reference>;
+  security?: Array<Record<string, string[]>>;
 }
 export type OperationMethod = 'get' | 'post' | 'put' | 'patch' | 'delete';
 export type PathItemObject = { parameters?: ParameterObject[] } & Partial<Record<OperationMethod, OperationObject>>;
@@ -94,8 +95,8 @@ const ref = (kind: keyof OpenApiDocument['components'], name: string): Reference
 
 const DESCRIPTION = [
   'A Django REST Framework–style resource API. Paths end with `/`. Responses are chosen by `Accept`:',
-  '`application/json` (default), `text/html` (the browsable API) and, for records and collections,',
-  '`text/csv`. Request bodies may be JSON, URL-encoded forms or multipart forms; unknown and read-only',
+  '`application/json` (default; the bodies documented here), `text/html` (the browsable API) and, for',
+  'records and collections, `text/csv` (the same fields, one row per record). Request bodies may be JSON, URL-encoded forms or multipart forms; unknown and read-only',
   'fields are ignored. Errors are `application/problem+json` (RFC 9457). Every response carries the',
   '`X-Rate-Limit-*` headers. A method a path does not have is a 405 with `Allow`.',
 ].join(' ');
@@ -116,6 +117,9 @@ const SECURITY_SCHEMES: Record<string, SecuritySchemeObject> = {
     description: 'The session cookie set by `POST /api/v1/auth/session/`. Unsafe methods also need `X-CSRFToken` equal to the `csrftoken` cookie.',
   },
 };
+
+const ANY_SCHEME = Object.keys(SECURITY_SCHEMES).map((name) => ({ [name]: [] as string[] }));
+const ANONYMOUS_OR_ANY_SCHEME = [...ANY_SCHEME, {}];
 
 const HEADERS: Record<string, HeaderObject> = {
   'X-Rate-Limit-Limit': { description: 'Requests allowed in the current window.', schema: { type: 'integer', minimum: 0 } },
@@ -283,9 +287,14 @@ function pageSchema(label: string): SchemaObject {
   };
 }
 
-/** The view's media types; JSON gets the schema, the others (HTML, CSV) are text. */
+/**
+ * The body of a success: JSON when the view offers it. The browsable HTML and CSV of the same URL
+ * (chosen by `Accept`) are named in the document's description, not here: listed beside JSON
+ * they would type every body as `Record | string` in generated clients (issue #10).
+ */
 function content(mediaTypes: readonly string[], schema: SchemaObject): Record<string, MediaTypeObject> {
-  return Object.fromEntries(mediaTypes.map((type) => [type, { schema: type === JSON_TYPE ? schema : { type: 'string' } }]));
+  if (mediaTypes.includes(JSON_TYPE)) return { [JSON_TYPE]: { schema } };
+  return Object.fromEntries(mediaTypes.map((type) => [type, { schema: { type: 'string' } }]));
 }
 
 function requestBody(schema: SchemaObject, required: boolean): RequestBodyObject {
@@ -413,7 +422,7 @@ function genericOperation(view: View, method: OperationVerb, hasParams: boolean)
         responses: { '200': success('OK.', ETAG, content(view.mediaTypes, anything)), ...NOT_MODIFIED, ...problems(401, 403, ...notFound, 406, 429) },
       };
     case 'DELETE':
-      return { action: ACTION_OF[method], responses: { '2XX': success('Done.', {}), ...problems(401, 403, ...notFound, 406, 429) } };
+      return { action: ACTION_OF[method], responses: { '204': success('Done; no body.', {}), ...problems(401, 403, ...notFound, 406, 429) } };
     default:
       return {
         action: ACTION_OF[method],
@@ -483,6 +492,9 @@ export function buildOpenApi({ resources, filters, views, version, title = 'rest
         ...(operation.parameters ? { parameters: operation.parameters } : {}),
         ...(operation.requestBody ? { requestBody: operation.requestBody } : {}),
         responses: operation.responses,
+        // Whether an anonymous caller may call it is the action's own permission, asked with no
+        // user: reads of open collections and the auth endpoints allow it; writes need a scheme.
+        security: view.actions[method]!.permission.hasPermission({ method, user: null }) ? ANONYMOUS_OR_ANY_SCHEME : ANY_SCHEME,
       };
     }
     paths[openApiPath(view.path)] = item;

@@ -15,7 +15,8 @@ export const users = defineBuiltinResource({
   description: 'The people who own records. Read-only.',
   actions: ['list', 'retrieve'],
   permission: allowAny,
-  fields: { username: field.string({ label: 'Username', maxLength: 150, readOnly: true }) },
+  // Set by restwire (createuser, signup), never by a request: read-only, and never null.
+  fields: { username: field.string({ label: 'Username', maxLength: 150, readOnly: true, required: true }) },
   timestamps: false,
   orderings: ['username'],
   defaultOrdering: 'id',
