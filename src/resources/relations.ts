@@ -16,6 +16,12 @@ export type Row = Record<string, unknown> & { id: number };
 /** Finds a declared collection by name (the registry's lookup). */
 export type CollectionLookup = (name: string) => Resource | undefined;
 
+function appendTo<T>(lists: Map<number, T[]>, key: number, item: T): void {
+  const list = lists.get(key);
+  if (list) list.push(item);
+  else lists.set(key, [item]);
+}
+
 /** Each `references` field's target ids per record, in id order. */
 export async function loadReferenceLists(
   executor: DynamicDb,
@@ -33,12 +39,7 @@ export async function loadReferenceLists(
         .where('from_id', 'in', ids)
         .orderBy('to_id')
         .execute()) as Array<{ from_id: number; to_id: number }>;
-      for (const row of rows) {
-        const from = Number(row.from_id);
-        const list = byRecord.get(from) ?? [];
-        list.push(Number(row.to_id));
-        byRecord.set(from, list);
-      }
+      for (const row of rows) appendTo(byRecord, Number(row.from_id), Number(row.to_id));
     }
     lists.set(name, byRecord);
   }
@@ -73,12 +74,7 @@ export async function loadRelatedLists(
               .orderBy('id')
               .execute()
       ) as Array<{ id: number; target: number }>;
-      for (const row of rows) {
-        const target = Number(row.target);
-        const list = byRecord.get(target) ?? [];
-        list.push(recordPath(source.name, Number(row.id)));
-        byRecord.set(target, list);
-      }
+      for (const row of rows) appendTo(byRecord, Number(row.target), recordPath(source.name, Number(row.id)));
     }
     lists.set(name, byRecord);
   }
