@@ -37,10 +37,22 @@ export interface ApiResponse {
   readonly headers?: Readonly<Record<string, string | string[]>>;
 }
 
+/**
+ * How the OpenAPI document describes an action that is not a declared collection's (auth, the
+ * root, `users/me` …); schemas are JSON Schema objects or `{ $ref }`s to `#/components/schemas`.
+ */
+export interface ActionDocs {
+  readonly request?: { readonly schema: Record<string, unknown>; readonly required: boolean };
+  /** Status → what it means, its JSON body (none for a 204) and the named headers it sets. */
+  readonly responses: Readonly<Record<string, { readonly description: string; readonly schema?: Record<string, unknown>; readonly headers?: readonly string[] }>>;
+}
+
 /** One method of a view: who may call it and what it does. */
 export interface Action {
   readonly permission: Permission;
   handle(request: ApiRequest): Promise<ApiResponse>;
+  /** The success responses and body, for OpenAPI (otherwise described generically). */
+  readonly docs?: ActionDocs;
   /**
    * For a GET whose response depends only on the URL, the media type and stored data, never on
    * who asks: a token that changes whenever that data may have changed, or null when none can be

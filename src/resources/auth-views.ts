@@ -31,6 +31,29 @@ export interface AuthViewOptions {
 // RFC 6749 §5.1: responses carrying credentials must not be stored by caches.
 const NO_STORE = { 'cache-control': 'no-store' } as const;
 
+const CREDENTIALS = {
+  schema: {
+    type: 'object',
+    required: ['username', 'password'],
+    properties: { username: { type: 'string' }, password: { type: 'string', writeOnly: true } },
+  },
+  required: true,
+};
+const TOKEN_PAIR = {
+  description: 'A new access token (Bearer, a JWT) and a single-use refresh token.',
+  headers: ['Cache-Control'],
+  schema: {
+    type: 'object',
+    required: ['access_token', 'token_type', 'expires_in', 'refresh_token'],
+    properties: {
+      access_token: { type: 'string' },
+      token_type: { type: 'string', const: 'Bearer' },
+      expires_in: { type: 'integer', minimum: 1, description: 'Seconds the access token is valid.' },
+      refresh_token: { type: 'string' },
+    },
+  },
+};
+
 /** Reads required string fields; 400 with `errors` naming each missing or non-string one. */
 function requiredStrings<const Name extends string>(data: RequestData, names: readonly Name[]): Record<Name, string> {
   const errors: FieldErrors = {};
@@ -65,6 +88,7 @@ export function authViews({ verify, users, accessTokens, refreshTokens, sessions
 
   const obtainToken: Action = {
     permission: allowAny,
+    docs: { request: CREDENTIALS, responses: { '200': TOKEN_PAIR } },
     async handle(request) {
       return tokenPair(await login(await request.data(), request.raw));
     },
@@ -72,6 +96,10 @@ export function authViews({ verify, users, accessTokens, refreshTokens, sessions
 
   const refreshToken: Action = {
     permission: allowAny,
+    docs: {
+      request: { schema: { type: 'object', required: ['refresh_token'], properties: { refresh_token: { type: 'string' } } }, required: true },
+      responses: { '200': TOKEN_PAIR },
+    },
     async handle(request) {
       const { refresh_token: token } = requiredStrings(await request.data(), ['refresh_token']);
       const { userId, family } = await refreshTokens.redeem(token);
@@ -83,6 +111,7 @@ export function authViews({ verify, users, accessTokens, refreshTokens, sessions
 
   const startSession: Action = {
     permission: allowAny,
+    docs: { request: CREDENTIALS, responses: { '204': { description: 'Logged in: the session cookies are set.', headers: ['Set-Cookie', 'Cache-Control'] } } },
     async handle(request) {
       // Before the password is looked at: a refused login does not count as a failure either.
       checkOrigin(request.raw, trustedOrigins);
@@ -98,6 +127,7 @@ export function authViews({ verify, users, accessTokens, refreshTokens, sessions
    */
   const endSession: Action = {
     permission: allowAny,
+    docs: { responses: { '204': { description: 'Logged out: the session cookies are cleared.', headers: ['Set-Cookie'] } } },
     async handle(request) {
       const id = readCookie(request.raw, SESSION_COOKIE);
       if (request.identity?.scheme === 'session' && id) await sessions.delete(id);
@@ -161,6 +191,10 @@ function validateSignup(data: RequestData): { username: string; password: string
 export function withSignup(collection: View, viewSet: ViewSet, users: UserStore): View {
   const signup: Action = {
     permission: allowAny,
+    docs: {
+      request: CREDENTIALS,
+      responses: { '201': { description: 'The new user.', schema: { $ref: '#/components/schemas/User' }, headers: ['Location'] } },
+    },
     async handle(request) {
       const { username, password } = validateSignup(await request.data());
       let user: User;

@@ -131,6 +131,8 @@ const HEADERS: Record<string, HeaderObject> = {
   Link: { description: 'RFC 8288 links to the `next` and `prev` pages.', schema: { type: 'string' } },
   'WWW-Authenticate': { description: 'The challenge: `Basic realm="api"`.', schema: { type: 'string' } },
   Allow: { description: 'The methods this path has.', schema: { type: 'string' } },
+  'Set-Cookie': { description: 'The `sessionid` (HttpOnly) and `csrftoken` cookies, set or cleared.', schema: { type: 'string' } },
+  'Cache-Control': { description: '`no-store`: the body holds a secret or credentials.', schema: { type: 'string' } },
 };
 
 const RATE_LIMIT_HEADERS = {
@@ -410,9 +412,28 @@ function resourceOperation(resource: Resource, view: View, action: ActionName, q
   }
 }
 
-/** A view without a declaration: described from its methods and media types, with open schemas. */
+/** A view without a declaration: described by its action's docs, or from its methods and media types. */
 function genericOperation(view: View, method: OperationVerb, hasParams: boolean): OperationParts {
   const notFound = hasParams ? [404] : [];
+  const docs = view.actions[method]!.docs;
+  if (docs) {
+    const responses: Record<string, ResponseObject | Reference> = {};
+    for (const [status, { description, schema, headers = [] }] of Object.entries(docs.responses)) {
+      const named = Object.fromEntries(headers.map((name) => [name, ref('headers', name)]));
+      responses[status] = success(description, method === 'GET' ? { ...ETAG, ...named } : named, schema ? { [JSON_TYPE]: { schema } } : undefined);
+    }
+    const unsafe = method !== 'GET';
+    return {
+      action: ACTION_OF[method],
+      ...(method === 'GET' ? { parameters: [ref('parameters', 'If-None-Match')] } : {}),
+      ...(docs.request ? { requestBody: requestBody(docs.request.schema, docs.request.required) } : {}),
+      responses: {
+        ...responses,
+        ...(method === 'GET' ? NOT_MODIFIED : {}),
+        ...problems(...(docs.request ? [400] : []), 401, 403, ...notFound, 406, ...(unsafe && docs.request ? [413, 415] : []), 429),
+      },
+    };
+  }
   const anything: SchemaObject = {};
   switch (method) {
     case 'GET':

@@ -10,6 +10,23 @@ export function rootView(collections: readonly string[]): View {
     description: 'The collections this server offers.',
     path: '/api/v1/',
     mediaTypes: [JSON_TYPE, HTML_TYPE],
-    actions: { GET: { permission: allowAny, handle: async () => ({ body }) } },
+    actions: {
+      GET: {
+        permission: allowAny,
+        handle: async () => ({ body }),
+        docs: {
+          responses: {
+            '200': {
+              description: 'The path of every collection.',
+              schema: {
+                type: 'object',
+                required: [...collections],
+                properties: Object.fromEntries(collections.map((name) => [name, { type: 'string', const: `/api/v1/${name}/` }])),
+              },
+            },
+          },
+        },
+      },
+    },
   };
 }

@@ -39,6 +39,7 @@ export function meView(viewSet: ViewSet): View {
     actions: {
       GET: {
         permission: allowAny,
+        docs: { responses: { '200': { description: 'The caller’s own user record.', schema: { $ref: '#/components/schemas/User' } } } },
         async handle(request) {
           if (!request.user) throw new NotAuthenticated();
           const row = await viewSet.loadRow(viewSet.db, request.user.id, false);
