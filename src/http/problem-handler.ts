@@ -1,7 +1,10 @@
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError, NotFound, ParseError, PayloadTooLarge, UnsupportedMediaType } from './errors.js';
 import { SUPPORTED_MEDIA_TYPES } from './parsers.js';
+import { renderProblemPage } from './browsable/index.js';
+import { BROWSABLE_SECURITY_HEADERS } from './browsable/security-headers.js';
 import { API_PREFIX } from './pipeline.js';
+import { CONTENT_TYPES, HTML_TYPE } from './renderers.js';
 
 /**
  * The one place errors become responses: `application/problem+json` (RFC 9457) with `type`,
@@ -29,16 +32,35 @@ function fromFastify(error: FastifyError): ApiError | null {
   }
 }
 
-/** Sends an ApiError as problem+json. */
-export function sendProblem(reply: FastifyReply, error: ApiError): void {
-  const body = {
+function problemBody(error: ApiError) {
+  return {
     type: `urn:restwire:problem:${error.code}`,
     title: error.title,
     status: error.status,
     detail: error.detail,
     ...error.extensions,
   };
-  reply.code(error.status).headers(error.headers).header('content-type', `${PROBLEM_TYPE}; charset=utf-8`).send(JSON.stringify(body));
+}
+
+/** Sends an ApiError as problem+json; without `challenge`, a 401 carries no WWW-Authenticate. */
+export function sendProblem(reply: FastifyReply, error: ApiError, { challenge = true } = {}): void {
+  const body = problemBody(error);
+  const { 'www-authenticate': _challenge, ...rest } = error.headers;
+  reply.code(error.status).headers(challenge ? error.headers : rest).header('content-type', `${PROBLEM_TYPE}; charset=utf-8`).send(JSON.stringify(body));
+}
+
+/**
+ * A browser that negotiated the browsable API (a GET with Accept: text/html) gets the problem as
+ * a page it can act on (log in, wait), as DRF's browsable API does; everyone else problem+json.
+ */
+function sendProblemPage(request: FastifyRequest, reply: FastifyReply, error: ApiError): void {
+  reply.code(error.status).headers(error.headers).headers(BROWSABLE_SECURITY_HEADERS);
+  const headers: Record<string, string> = {};
+  for (const [name, value] of Object.entries(reply.getHeaders())) {
+    if (value !== undefined && !(name in BROWSABLE_SECURITY_HEADERS)) headers[name] = String(value);
+  }
+  const page = renderProblemPage(problemBody(error), { path: request.url, user: request.api?.identity?.user ?? null, headers });
+  reply.header('content-type', CONTENT_TYPES[HTML_TYPE]).send(page);
 }
 
 /** Fastify error handler: any thrown value becomes a problem response; 5xx are logged. */
@@ -49,7 +71,11 @@ export function problemHandler(error: FastifyError, request: FastifyRequest, rep
     // logger of their own (app.ts).
     request.server.log.error({ err: error, reqId: request.id }, 'request failed');
   }
-  sendProblem(reply, apiError ?? new ApiError('The server could not complete the request.'));
+  const problem = apiError ?? new ApiError('The server could not complete the request.');
+  if (request.method === 'GET' && request.api?.mediaType === HTML_TYPE) sendProblemPage(request, reply, problem);
+  // A browser answers a 401 with a Basic challenge with its own login dialog, even when a page's
+  // script made the request; the browsable API's script asks for none (as Spring Security does).
+  else sendProblem(reply, problem, { challenge: request.headers['x-requested-with'] !== 'XMLHttpRequest' });
 }
 
 /** Unknown paths: 308 to the trailing-slash form under /api/v1 (API.md §6), else a 404 problem. */
