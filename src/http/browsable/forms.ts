@@ -43,7 +43,8 @@ const bound = (value: number | string | undefined) =>
 // `text` and `string` share the metadata type; a limit this long is prose, so it gets a textarea.
 const MULTILINE_FROM = 256;
 
-const choiceList = (meta: FieldMeta) => (meta.choices ?? meta.child?.choices ?? []).map((c) => (typeof c === 'string' ? { value: c, display_name: c } : c));
+const choiceList = (meta: FieldMeta) =>
+  (meta.choices ?? meta.child?.choices ?? []).map((c) => (typeof c !== 'string' ? c : { value: c, display_name: c === '*' ? '* (every event)' : c }));
 
 /** `2024-05-01T09:30:00.000Z` → `2024-05-01T09:30:00`, the value a datetime-local input takes (in UTC). */
 const localDatetime = (value: unknown) => (typeof value === 'string' ? value.replace(/(\.\d+)?Z$/, '') : '');

@@ -42,7 +42,9 @@ function webhookRow(hook: Webhook): string {
 export function webhookListPage(body: unknown, context: RenderContext): string {
   const { view, user, path, status, allow } = context;
   const hooks = ((body as { results?: Webhook[] }).results ?? []) as Webhook[];
-  const fields = writableFields(view);
+  // A new webhook starts active (API.md §4); disabling is a button on its page.
+  const all = writableFields(view);
+  const fields = all && Object.fromEntries(Object.entries(all).filter(([name]) => name !== 'active'));
   const table = hooks.length
     ? html`<div class="table-wrap"><table class="table">
 <caption class="visually-hidden">Your webhooks</caption>
