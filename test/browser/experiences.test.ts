@@ -55,7 +55,6 @@ describe('browsable API: experiences', () => {
   it('logs in, creates through the form, lists, follows the owner link, edits and deletes', async () => {
     await freshPage();
     await logIn(page, server.url, ADMIN.username, ADMIN.password, '/api/v1/experiences/');
-    await expect(page.getByText(`Signed in as ${ADMIN.username}`)).toBeTruthy();
     expect(await page.locator('.whoami').innerText()).toContain(ADMIN.username);
 
     // A validation error appears beside its field.
@@ -151,6 +150,26 @@ describe('browsable API: experiences', () => {
     await error.waitFor();
     expect(await error.innerText()).toBe('Invalid username or password.');
     await screenshot(page, 'login-failed');
+  });
+
+  it('shows the login throttle as a message', async () => {
+    // API.md §6: more than 10 failures for one username in 15 minutes answer 429.
+    for (let i = 0; i < 11; i++) {
+      await fetch(`${server.url}/api/v1/auth/session/`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ username: 'bob', password: `wrong-${i}` }),
+      });
+    }
+    await freshPage();
+    await page.goto(`${server.url}/api/v1/auth/login/`);
+    await page.getByLabel('Username').fill('bob');
+    await page.getByLabel('Password').fill('bob-password-1');
+    await page.getByRole('button', { name: 'Log in' }).click();
+    const error = page.locator('[data-form-error]');
+    await error.waitFor();
+    expect(await error.innerText()).toMatch(/^Too many failed logins\. Try again in \d+ seconds\.$/);
+    await screenshot(page, 'login-throttled');
   });
 
   it('has no horizontal scroll at phone width', async () => {
