@@ -54,7 +54,9 @@ export function sendProblem(reply: FastifyReply, error: ApiError, { challenge = 
  * a page it can act on (log in, wait), as DRF's browsable API does; everyone else problem+json.
  */
 function sendProblemPage(request: FastifyRequest, reply: FastifyReply, error: ApiError): void {
-  reply.code(error.status).headers(error.headers).headers(BROWSABLE_SECURITY_HEADERS);
+  // No Basic challenge: the browser would put its own login dialog over the page's login link.
+  const { 'www-authenticate': _challenge, ...headers_ } = error.headers;
+  reply.code(error.status).headers(headers_).headers(BROWSABLE_SECURITY_HEADERS);
   const headers: Record<string, string> = {};
   for (const [name, value] of Object.entries(reply.getHeaders())) {
     if (value !== undefined && !(name in BROWSABLE_SECURITY_HEADERS)) headers[name] = String(value);
