@@ -7,6 +7,8 @@ import { UserStore } from './auth/users.js';
 import type { Config } from './config.js';
 import type { Storage } from './db/database.js';
 import { DatabaseOutage } from './db/outage.js';
+import { registerBrowsableAssets } from './http/browsable/assets.js';
+import { loginView } from './http/browsable/login-view.js';
 import { createMetrics, type Metrics } from './http/metrics.js';
 import { buildOpenApi } from './resources/openapi.js';
 import { registerOperations } from './http/operations.js';
@@ -189,10 +191,12 @@ export async function buildApp(config: Config, storage: Storage, options: AppOpt
         views,
         version: VERSION,
       })));
-  for (const view of views) {
+  // The browsable API's login page is a page for people, not an operation of the API document.
+  for (const view of [...views, loginView]) {
     server.route({ method: [...METHODS], url: view.path, config: { view }, handler: pipeline.dispatch });
   }
   registerOperations(server, { storage, metrics });
+  registerBrowsableAssets(server);
 
   return { server, config, storage, keys, users: userStore, metrics, redis, dispatcher };
 }

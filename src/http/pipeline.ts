@@ -6,7 +6,8 @@ import { entityTag, noneMatch } from './conditional.js';
 import { MethodNotAllowed, NotAcceptable, NotAuthenticated, PermissionDenied, Throttled, type ApiError } from './errors.js';
 import { negotiate } from './negotiation.js';
 import { parseBody, type RequestData } from './parsers.js';
-import { CONTENT_TYPES, JSON_TYPE, RENDERERS } from './renderers.js';
+import { BROWSABLE_SECURITY_HEADERS } from './browsable/security-headers.js';
+import { CONTENT_TYPES, HTML_TYPE, JSON_TYPE, RENDERERS } from './renderers.js';
 import { RepresentationCache, type CachedRepresentation } from './representation-cache.js';
 import { allowedMethods, type ApiRequest, type ApiResponse, type Method, type View } from './view.js';
 
@@ -145,18 +146,20 @@ export function createPipeline({ authenticators, throttle }: PipelineOptions) {
     const method = request.method as Method;
     if (method === 'OPTIONS') {
       reply.header('allow', allowedMethods(view).join(', '));
-      return send(request, reply, render(request, view, { body: describe(view) }));
+      return send(request, reply, render(request, reply, view, { body: describe(view) }));
     }
     const action = view.actions[method === 'HEAD' ? 'GET' : (method as keyof View['actions'])]!;
     const apiRequest = toApiRequest(request, state);
     if (!action.permission.hasPermission({ method, user: apiRequest.user })) throw permissionDenied(state.identity);
     // Asked before the action reads, so what is filed under a version is never older than it.
-    const version = action.version && (method === 'GET' || method === 'HEAD') ? await action.version(apiRequest) : null;
-    if (version === null) return send(request, reply, render(request, view, await action.handle(apiRequest)));
+    // HTML pages show the caller and their rate-limit headers, so they are never reused.
+    const reusable = action.version && (method === 'GET' || method === 'HEAD') && state.mediaType !== HTML_TYPE;
+    const version = reusable ? await action.version!(apiRequest) : null;
+    if (version === null) return send(request, reply, render(request, reply, view, await action.handle(apiRequest)));
     const key = `${state.mediaType} ${state.path}${state.query}`;
     let representation = representations.get(version, key);
     if (representation === undefined) {
-      representation = render(request, view, await action.handle(apiRequest));
+      representation = render(request, reply, view, await action.handle(apiRequest));
       if (representation.status === 200) representations.set(version, key, representation);
     }
     send(request, reply, representation);
@@ -192,7 +195,7 @@ function describe(view: View): Record<string, unknown> {
 }
 
 /** Stage 3: render in the negotiated media type, with a strong ETag for a GET or HEAD that succeeded. */
-function render(request: FastifyRequest, view: View, response: ApiResponse): CachedRepresentation {
+function render(request: FastifyRequest, reply: FastifyReply, view: View, response: ApiResponse): CachedRepresentation {
   const status = response.status ?? 200;
   if (response.body === undefined && response.rendered === undefined) {
     return { status, headers: response.headers, contentType: null, text: null, etag: null };
@@ -206,9 +209,24 @@ function render(request: FastifyRequest, view: View, response: ApiResponse): Cac
       path: `${request.api!.path}${request.api!.query}`,
       status,
       allow: allowedMethods(view),
+      view,
+      user: request.api!.identity?.user ?? null,
+      headers: () => responseHeaders(reply, response, mediaType),
     });
   const etag = (request.method === 'GET' || request.method === 'HEAD') && status === 200 ? entityTag(text, mediaType) : null;
-  return { status, headers: response.headers, contentType: CONTENT_TYPES[mediaType] ?? mediaType, text, etag };
+  // The browsable pages (not the self-contained docs page, `rendered`) get their CSP.
+  const headers = mediaType === HTML_TYPE && response.rendered === undefined ? { ...response.headers, ...BROWSABLE_SECURITY_HEADERS } : response.headers;
+  return { status, headers, contentType: CONTENT_TYPES[mediaType] ?? mediaType, text, etag };
+}
+
+/** What the response will carry: the headers set so far (Vary, X-Rate-Limit-*) and the action's. */
+function responseHeaders(reply: FastifyReply, response: ApiResponse, mediaType: string): Record<string, string> {
+  const headers: Record<string, string> = {};
+  for (const [name, value] of Object.entries({ ...reply.getHeaders(), ...response.headers })) {
+    if (value !== undefined && name !== 'set-cookie') headers[name] = Array.isArray(value) ? value.join(', ') : String(value);
+  }
+  headers['content-type'] = CONTENT_TYPES[mediaType] ?? mediaType;
+  return headers;
 }
 
 /** Sends a rendered response, or 304 when the client's If-None-Match already names it. */

@@ -4,7 +4,10 @@ import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { isDatabaseUnavailable, type DatabaseOutage } from '../db/outage.js';
 import { ApiError, DatabaseUnavailable, HeadersTooLarge, NotFound, ParseError, PayloadTooLarge, RequestTimeout, UnsupportedMediaType } from './errors.js';
 import { SUPPORTED_MEDIA_TYPES } from './parsers.js';
+import { renderProblemPage } from './browsable/index.js';
+import { BROWSABLE_SECURITY_HEADERS } from './browsable/security-headers.js';
 import { API_PREFIX, requestPath } from './pipeline.js';
+import { CONTENT_TYPES, HTML_TYPE } from './renderers.js';
 import { SECURITY_HEADERS } from './security-headers.js';
 
 /**
@@ -33,19 +36,37 @@ function fromFastify(error: FastifyError): ApiError | null {
   }
 }
 
-function problemBody(error: ApiError): string {
-  return JSON.stringify({
+function problemBody(error: ApiError) {
+  return {
     type: `urn:restwire:problem:${error.code}`,
     title: error.title,
     status: error.status,
     detail: error.detail,
     ...error.extensions,
-  });
+  };
 }
 
-/** Sends an ApiError as problem+json. */
-export function sendProblem(reply: FastifyReply, error: ApiError): void {
-  reply.code(error.status).headers(error.headers).header('content-type', `${PROBLEM_TYPE}; charset=utf-8`).send(problemBody(error));
+/** Sends an ApiError as problem+json; without `challenge`, a 401 carries no WWW-Authenticate. */
+export function sendProblem(reply: FastifyReply, error: ApiError, { challenge = true } = {}): void {
+  const body = problemBody(error);
+  const { 'www-authenticate': _challenge, ...rest } = error.headers;
+  reply.code(error.status).headers(challenge ? error.headers : rest).header('content-type', `${PROBLEM_TYPE}; charset=utf-8`).send(JSON.stringify(body));
+}
+
+/**
+ * A browser that negotiated the browsable API (a GET with Accept: text/html) gets the problem as
+ * a page it can act on (log in, wait), as DRF's browsable API does; everyone else problem+json.
+ */
+function sendProblemPage(request: FastifyRequest, reply: FastifyReply, error: ApiError): void {
+  // No Basic challenge: the browser would put its own login dialog over the page's login link.
+  const { 'www-authenticate': _challenge, ...headers_ } = error.headers;
+  reply.code(error.status).headers(headers_).headers(BROWSABLE_SECURITY_HEADERS);
+  const headers: Record<string, string> = {};
+  for (const [name, value] of Object.entries(reply.getHeaders())) {
+    if (value !== undefined && !(name in BROWSABLE_SECURITY_HEADERS)) headers[name] = String(value);
+  }
+  const page = renderProblemPage(problemBody(error), { path: request.url, user: request.api?.identity?.user ?? null, headers });
+  reply.header('content-type', CONTENT_TYPES[HTML_TYPE]).send(page);
 }
 
 /**
@@ -55,18 +76,23 @@ export function sendProblem(reply: FastifyReply, error: ApiError): void {
  */
 export function createProblemHandler(outage: DatabaseOutage) {
   return function problemHandler(error: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
+    let problem: ApiError;
     if (!(error instanceof ApiError) && isDatabaseUnavailable(error)) {
       outage.noted(error);
-      sendProblem(reply, new DatabaseUnavailable());
-      return;
+      problem = new DatabaseUnavailable();
+    } else {
+      const apiError = error instanceof ApiError ? error : fromFastify(error);
+      if (apiError === null || apiError.status >= 500) {
+        // The server's logger, with the id named here: below LOG_LEVEL=info requests have no child
+        // logger of their own (app.ts).
+        request.server.log.error({ err: error, reqId: request.id }, 'request failed');
+      }
+      problem = apiError ?? new ApiError('The server could not complete the request.');
     }
-    const apiError = error instanceof ApiError ? error : fromFastify(error);
-    if (apiError === null || apiError.status >= 500) {
-      // The server's logger, with the id named here: below LOG_LEVEL=info requests have no child
-      // logger of their own (app.ts).
-      request.server.log.error({ err: error, reqId: request.id }, 'request failed');
-    }
-    sendProblem(reply, apiError ?? new ApiError('The server could not complete the request.'));
+    if (request.method === 'GET' && request.api?.mediaType === HTML_TYPE) sendProblemPage(request, reply, problem);
+    // A browser answers a 401 with a Basic challenge with its own login dialog, even when a page's
+    // script made the request; the browsable API's script asks for none (as Spring Security does).
+    else sendProblem(reply, problem, { challenge: request.headers['x-requested-with'] !== 'XMLHttpRequest' });
   };
 }
 
@@ -104,7 +130,7 @@ export function clientErrorHandler(error: NodeJS.ErrnoException, socket: Socket)
   // As Node's own handler: never write into the middle of a response already under way.
   if (socket.writable && socket.bytesWritten === 0) {
     const problem = fromClientError(error);
-    const body = problemBody(problem);
+    const body = JSON.stringify(problemBody(problem));
     const headers = {
       ...SECURITY_HEADERS,
       ...problem.headers,

@@ -2,15 +2,26 @@
  * Renderers turn a handler's result into bytes of the negotiated media type (API.md §1):
  * JSON (the default), CSV for records and collections, and HTML for the browsable API.
  */
+import type { User } from '../auth/user.js';
+import { renderBrowsable } from './browsable/index.js';
+import type { View } from './view.js';
+
 export type Renderer = (body: unknown, context: RenderContext) => string;
 
 export interface RenderContext {
   /** Column order for CSV: the resource's declared fields. */
   columns: readonly string[];
   title: string;
+  /** The request URL, query string included. */
   path: string;
   status: number;
   allow: readonly string[];
+  /** The view rendered: its description, field metadata and list controls (HTML). */
+  view: View;
+  /** The caller, or null: the HTML pages show who is logged in and offer owners their forms. */
+  user: User | null;
+  /** The response headers so far, rate-limit headers included (HTML shows them); read on demand. */
+  headers(): Readonly<Record<string, string>>;
 }
 
 export const JSON_TYPE = 'application/json';
@@ -64,40 +75,8 @@ export function escapeHtml(text: string): string {
   return text.replace(/[&<>"']/g, (c) => HTML_ESCAPES[c]!);
 }
 
-/** Turns the path strings in pretty JSON into links, after escaping everything else. */
-function linkify(escapedJson: string): string {
-  return escapedJson.replace(/&quot;(\/api\/v1\/[^&\s]*)&quot;/g, (_match, path: string) => `&quot;<a href="${path}">${path}</a>&quot;`);
-}
-
-/** The browsable API: the JSON a client would get, readable in a browser, with every value escaped. */
-export const renderHtml: Renderer = (body, { title, path, status, allow }) => {
-  const json = linkify(escapeHtml(JSON.stringify(body, null, 2) ?? ''));
-  return `<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>${escapeHtml(title)} – restwire</title>
-<style>
-body{font:15px/1.5 system-ui,sans-serif;margin:0;color:#1f2328;background:#f6f8fa}
-header{background:#24292f;color:#fff;padding:.75rem 1.5rem}header a{color:#fff;text-decoration:none;font-weight:600}
-main{max-width:60rem;margin:1.5rem auto;padding:0 1.5rem}h1{font-size:1.5rem;margin:.25rem 0 1rem}
-.meta{color:#57606a;font-family:ui-monospace,monospace;font-size:13px}
-pre{background:#fff;border:1px solid #d0d7de;border-radius:6px;padding:1rem;overflow:auto;font-size:13px}
-a{color:#0969da}
-</style>
-</head>
-<body>
-<header><a href="/api/v1/">restwire API</a></header>
-<main>
-<h1>${escapeHtml(title)}</h1>
-<p class="meta">GET ${escapeHtml(path)} · HTTP ${status} · Allow: ${escapeHtml(allow.join(', '))}</p>
-<pre>${json}</pre>
-</main>
-</body>
-</html>
-`;
-};
+/** The browsable API (issue 12): pages with forms, generated from the view and its declaration. */
+export const renderHtml: Renderer = (body, context) => renderBrowsable(body, context);
 
 export const RENDERERS: Record<string, Renderer> = {
   [JSON_TYPE]: renderJson,

@@ -79,6 +79,16 @@ export interface View {
   readonly columns?: readonly string[];
   /** DRF-style metadata for OPTIONS (field descriptions per writable action). */
   readonly metadata?: () => Record<string, unknown>;
+  /** A list's query controls, for the browsable API's ordering and filter form. */
+  readonly listControls?: ListControls;
+}
+
+/** The orderings and filter parameters a collection accepts (from its declaration). */
+export interface ListControls {
+  /** Ordering names, each ascending and descending (`title`, `-title`). */
+  readonly orderings: readonly string[];
+  readonly defaultOrdering: string;
+  readonly filters: readonly { readonly param: string; readonly description: string }[];
 }
 
 const allowedByView = new WeakMap<View, readonly Method[]>();

@@ -481,6 +481,11 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
     mediaTypes: RECORD_MEDIA_TYPES,
     columns,
     metadata,
+    listControls: {
+      orderings: resource.orderings.flatMap((name) => [name, `-${name}`]),
+      defaultOrdering: resource.defaultOrdering,
+      filters: [...filters.values()].map(({ param, description }) => ({ param, description })),
+    },
   };
 
   const detail: View = {

@@ -1,0 +1,49 @@
+import { html } from 'ghtml';
+import type { User } from '../../auth/user.js';
+import type { RenderContext } from '../renderers.js';
+import { deliveryListPage, deliveryPage } from './delivery-pages.js';
+import { layout } from './layout.js';
+import { LOGIN_PATH, loginPage } from './login-page.js';
+import { pageHeading, resourcePage } from './resource-page.js';
+import { responseView } from './response-view.js';
+import { webhookListPage, webhookPage } from './webhook-pages.js';
+
+// The browsable API (issue 12): every `/api/v1/` GET asked for as text/html renders a page from
+// the view, its declaration's metadata and the response. Most views use the generic page; the
+// webhook and delivery views, whose pages are dashboards (API.md §4), pick theirs here by route.
+
+type PageTemplate = (body: unknown, context: RenderContext) => string;
+
+/** Route pattern → the page drawn for it; any other view gets `resourcePage`. */
+const PAGES: Record<string, PageTemplate> = {
+  '/api/v1/webhooks/': webhookListPage,
+  '/api/v1/webhooks/:id/': webhookPage,
+  '/api/v1/webhooks/:id/deliveries/': deliveryListPage,
+  '/api/v1/webhooks/:id/deliveries/:delivery_id/': deliveryPage,
+  [LOGIN_PATH]: (_body, context) => loginPage(context.path, context.user),
+};
+
+const titleOf = (context: RenderContext) => (context.view.path === LOGIN_PATH ? 'Log in' : context.view.name);
+
+/** Renders a response body as a browsable page. */
+export function renderBrowsable(body: unknown, context: RenderContext): string {
+  const page = PAGES[context.view.path] ?? resourcePage;
+  return layout({ title: titleOf(context), path: context.path, user: context.user, main: page(body, context) });
+}
+
+/** An error answered to a browser (a problem+json body): the message, a way on, and the raw problem. */
+export function renderProblemPage(
+  problem: { title: string; status: number; detail?: string },
+  context: { path: string; user: User | null; headers: Readonly<Record<string, string>> },
+): string {
+  const help =
+    problem.status === 401
+      ? html`<p><a class="btn btn-primary" href="/api/v1/auth/login/?next=${encodeURIComponent(context.path)}">Log in</a></p>`
+      : problem.status === 429
+        ? html`<p>Wait ${context.headers['retry-after'] ?? 'a moment'} seconds and reload the page.</p>`
+        : '';
+  const main = html`!${pageHeading(problem.title, undefined, [])}
+<div class="flash flash-error" role="alert"><p>${problem.detail ?? problem.title}</p>!${help}</div>
+!${responseView({ method: 'GET', path: context.path, status: problem.status, allow: [], headers: context.headers, body: problem })}`;
+  return layout({ title: problem.title, path: context.path, user: context.user, main });
+}

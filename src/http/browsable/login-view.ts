@@ -1,0 +1,21 @@
+import type { Permission } from '../../auth/permissions.js';
+import { HTML_TYPE } from '../renderers.js';
+import type { View } from '../view.js';
+import { LOGIN_PATH } from './login-page.js';
+
+// The login page's route: a view like any other, so it runs the one pipeline (rate limits,
+// session lookup), but registered beside the API's views rather than among them (app.ts): it is
+// a page for people, not an operation of the OpenAPI document. Kept apart from the template
+// because the renderers import the templates.
+
+const anyone: Permission = { name: 'allowAny', hasPermission: () => true, hasObjectPermission: () => true };
+
+/** `GET /api/v1/auth/login/`: HTML only; the page itself carries no data. */
+export const loginView: View = {
+  name: 'Log in',
+  description: 'Log in with your username and password (a session cookie; log out from any page).',
+  path: LOGIN_PATH,
+  mediaTypes: [HTML_TYPE],
+  actions: { GET: { permission: anyone, handle: async () => ({ body: {}, headers: { 'cache-control': 'no-store' } }) } },
+};
+

@@ -1,0 +1,112 @@
+import { html } from 'ghtml';
+import type { User } from '../../auth/user.js';
+import { entityTag } from '../conditional.js';
+import { JSON_TYPE, renderJson, type RenderContext } from '../renderers.js';
+import type { ListControls } from '../view.js';
+import { actionButton, apiForm, writableFields } from './forms.js';
+import { responseView } from './response-view.js';
+
+// The generic browsable page of any view (issue 12 §1, §3): name and description, allowed
+// methods, the response, pagination and list controls for a collection, and the forms the
+// caller may use: create on a collection, edit (PUT/PATCH) and delete on a record they own.
+
+type Page = { next?: string | null; previous?: string | null; results?: unknown[] };
+
+export const isPage = (body: unknown): body is Page =>
+  typeof body === 'object' && body !== null && Array.isArray((body as Page).results);
+
+const splitUrl = (url: string): [string, URLSearchParams] => {
+  const index = url.indexOf('?');
+  return index === -1 ? [url, new URLSearchParams()] : [url.slice(0, index), new URLSearchParams(url.slice(index + 1))];
+};
+
+/** Title, description and allowed methods. */
+export function pageHeading(title: string, description: string | undefined, allow: readonly string[]): string {
+  const methods = allow.map((method) => html`<li><code>${method}</code></li>`);
+  return html`<div class="page-head">
+<h1>${title}</h1>
+!${description ? html`<p class="lead">${description}</p>` : ''}
+<ul class="methods" aria-label="Allowed methods">!${methods}</ul>
+</div>`;
+}
+
+/** Previous / next links of a page. */
+export function pagination(body: unknown): string {
+  if (!isPage(body) || (!body.next && !body.previous)) return '';
+  const link = (href: string | null | undefined, text: string, rel: string) =>
+    href ? html`<a class="btn" rel="${rel}" href="${href}">${text}</a>` : html`<span class="btn" aria-disabled="true">${text}</span>`;
+  return html`<nav class="pager" aria-label="Pagination">!${link(body.previous, '← Previous', 'prev')} !${link(body.next, 'Next →', 'next')}</nav>`;
+}
+
+/** The ordering and filter controls a collection declares, as a GET form on the same path. */
+export function listControlsForm(path: string, controls: ListControls): string {
+  const [base, query] = splitUrl(path);
+  const current = query.get('ordering') ?? controls.defaultOrdering;
+  const orderings = controls.orderings.map(
+    (name) => html`<option value="${name}"!${name === current ? ' selected' : ''}>${name.startsWith('-') ? `${name.slice(1)} ↓` : `${name} ↑`}</option>`,
+  );
+  const filters = controls.filters.map(
+    ({ param, description }) => html`<div class="field"><label for="filter-${param}">Filter ${param}</label>
+<input type="search" id="filter-${param}" name="${param}" value="${query.get(param) ?? ''}" title="${description}"></div>`,
+  );
+  return html`<details class="box controls"!${[...query.keys()].some((k) => k !== 'cursor') ? ' open' : ''}>
+<summary>Ordering and filters</summary>
+<form class="box-body controls-form" method="get" action="${base}">
+<div class="field"><label for="ordering">Ordering</label><select id="ordering" name="ordering">!${orderings}</select></div>
+!${filters}
+<div class="form-actions"><button type="submit" class="btn btn-primary">Apply</button> <a class="btn" href="${base}">Reset</a></div>
+</form>
+</details>`;
+}
+
+/** Whether the caller may change this record: signed in, and its owner when it has one. */
+export function ownsRecord(user: User | null, record: Record<string, unknown>): boolean {
+  if (user === null) return false;
+  return !('owner' in record) || record.owner === `/api/v1/users/${user.id}/`;
+}
+
+const singular = (title: string) => title.replace(/ (List|Instance)$/, '');
+const lowerFirst = (text: string) => text.charAt(0).toLowerCase() + text.slice(1);
+
+/** The forms a collection or record page offers this caller, or a note saying why there are none. */
+function forms(body: unknown, context: RenderContext, collectionPath: string): string {
+  const { view, user, allow } = context;
+  const fields = writableFields(view);
+  const name = lowerFirst(singular(view.name));
+  const isRecord = !isPage(body) && typeof body === 'object' && body !== null && 'url' in body;
+  if (!isRecord) {
+    if (!allow.includes('POST') || fields === null) return '';
+    if (user === null) return loginNote(context.path, `create a ${name}`);
+    return apiForm({ id: 'create', heading: `Create ${name}`, action: collectionPath, fields, after: 'follow' });
+  }
+  const record = body as Record<string, unknown>;
+  const canEdit = allow.includes('PUT') || allow.includes('PATCH');
+  if (!canEdit && !allow.includes('DELETE')) return '';
+  if (user === null) return loginNote(context.path, `edit this ${name}`);
+  if (!ownsRecord(user, record)) {
+    return html`<p class="note" data-read-only>Read-only: this ${name} belongs to <a href="${String(record.owner)}">${String(record.owner)}</a>. Only its owner can edit or delete it.</p>`;
+  }
+  const etag = entityTag(renderJson(record), JSON_TYPE);
+  const parent = collectionPath.replace(/[^/]+\/$/, '');
+  return html`!${canEdit && fields ? apiForm({ id: 'edit', heading: `Edit ${name}`, action: String(record.url), fields, values: record, etag, after: 'reload' }) : ''}
+!${allow.includes('DELETE') ? html`<section class="box box-danger" aria-labelledby="delete-heading"><h2 class="box-header" id="delete-heading">Delete ${name}</h2><div class="box-body">!${actionButton({ method: 'DELETE', action: String(record.url), label: `Delete ${name}`, etag, confirm: `Delete this ${name}? This cannot be undone.`, redirect: parent, danger: true })}</div></section>` : ''}`;
+}
+
+export function loginNote(path: string, what: string): string {
+  return html`<p class="note"><a href="/api/v1/auth/login/?next=${encodeURIComponent(path)}">Log in</a> to ${what}.</p>`;
+}
+
+/** The generic page: heading, controls, response, pager, forms. */
+export function resourcePage(body: unknown, context: RenderContext): string {
+  const { view, path, status, allow } = context;
+  const [base] = splitUrl(path);
+  return html`!${pageHeading(view.name, view.description, allow)}
+!${view.listControls && isPage(body) ? listControlsForm(path, view.listControls) : ''}
+<div class="columns">
+<div class="col-main">
+!${responseView({ method: 'GET', path, status, allow, headers: context.headers(), body })}
+!${pagination(body)}
+</div>
+<div class="col-side">!${forms(body, context, base)}</div>
+</div>`;
+}
