@@ -65,6 +65,18 @@ describe('HTTP hardening', () => {
     expect(JSON.parse(answer.body)).toMatchObject({ status: 400 });
   });
 
+  it('redirects a path without its slash to the slash form as sent, percent-escapes kept (a NUL gave a 500)', async () => {
+    for (const [path, location] of [
+      ['/api/v1/users/%00', '/api/v1/users/%00/'],
+      ['/api/v1/users/%0D%0Ax?limit=1', '/api/v1/users/%0D%0Ax/?limit=1'],
+      ['/api/v1/experiences', '/api/v1/experiences/'],
+    ]) {
+      const response = await api(path!);
+      expect(response.status, path).toBe(308);
+      expect(response.headers.get('location')).toBe(location);
+    }
+  });
+
   it('refuses a JSON lone surrogate with a 400 instead of storing U+FFFD', async () => {
     const response = await api('/api/v1/experiences/', {
       method: 'POST',

@@ -45,10 +45,7 @@ const ABSOLUTE_FORM = /^[a-z][a-z0-9+.-]*:\/\/[^/?#]*/i;
  * stage: unthrottled, and a 500 (issue 11, finding 7).
  */
 export function requestPath(url: string): [path: string, query: string] {
-  const queryStart = url.indexOf('?');
-  let path = queryStart === -1 ? url : url.slice(0, queryStart);
-  const query = queryStart === -1 ? '' : url.slice(queryStart);
-  if (path.charCodeAt(0) !== 47) path = path.replace(ABSOLUTE_FORM, '') || '/';
+  let [path, query] = requestTarget(url);
   if (path.includes('%')) {
     try {
       // decodeURI leaves escapes of reserved characters (%2F, %3F …) alone, as the router does.
@@ -57,6 +54,18 @@ export function requestPath(url: string): [path: string, query: string] {
       // Not valid percent-encoding: Fastify has refused it already (FST_ERR_BAD_URL).
     }
   }
+  return [path, query];
+}
+
+/**
+ * The request target split into path and query as sent, still percent-encoded; an absolute-form
+ * target loses its scheme and authority. What a `Location` built from the request may hold.
+ */
+export function requestTarget(url: string): [path: string, query: string] {
+  const queryStart = url.indexOf('?');
+  let path = queryStart === -1 ? url : url.slice(0, queryStart);
+  const query = queryStart === -1 ? '' : url.slice(queryStart);
+  if (path.charCodeAt(0) !== 47) path = path.replace(ABSOLUTE_FORM, '') || '/';
   return [path, query];
 }
 

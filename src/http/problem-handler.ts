@@ -6,7 +6,7 @@ import { ApiError, DatabaseUnavailable, HeadersTooLarge, NotFound, ParseError, P
 import { SUPPORTED_MEDIA_TYPES } from './parsers.js';
 import { renderProblemPage } from './browsable/index.js';
 import { BROWSABLE_SECURITY_HEADERS } from './browsable/security-headers.js';
-import { API_PREFIX, requestPath } from './pipeline.js';
+import { API_PREFIX, requestPath, requestTarget } from './pipeline.js';
 import { CONTENT_TYPES, HTML_TYPE } from './renderers.js';
 import { SECURITY_HEADERS } from './security-headers.js';
 
@@ -98,9 +98,12 @@ export function createProblemHandler(outage: DatabaseOutage) {
 
 /** Unknown paths: 308 to the trailing-slash form under /api/v1 (API.md §6), else a 404 problem. */
 export function notFoundHandler(request: FastifyRequest, reply: FastifyReply): void {
-  const [path, query] = requestPath(request.url);
+  const [path] = requestPath(request.url);
   if ((path === '/api/v1' || path.startsWith(API_PREFIX)) && !path.endsWith('/')) {
-    reply.redirect(`${path}/${query}`, 308);
+    // The Location keeps the path as sent, percent-encoded: decoded, `/api/v1/users/%00` put a
+    // NUL in a header and answered 500 (found by the hostile-input drill).
+    const [sent, query] = requestTarget(request.url);
+    reply.redirect(`${sent}/${query}`, 308);
     return;
   }
   sendProblem(reply, new NotFound());

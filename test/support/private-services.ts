@@ -74,18 +74,21 @@ export async function startPrivatePostgres(): Promise<PrivatePostgres> {
 
 export interface PrivateRedis {
   readonly url: string;
+  /** The running redis-server (a new one after `restart`). */
   readonly process: ChildProcess;
   /** SIGSTOP: the server keeps its connections but answers nothing, as a hung one does. */
   hang(): void;
   /** SIGCONT. */
   resume(): void;
+  /** SIGKILL: connections refused from then on; the data (none is persisted) is gone. */
+  kill(): Promise<void>;
+  /** Starts a fresh redis-server on the same port, after `kill`. */
+  restart(): Promise<void>;
   remove(): Promise<void>;
 }
 
-/** Starts a redis-server with no persistence in a directory of its own. */
-export async function startPrivateRedis(): Promise<PrivateRedis> {
-  const dir = mkdtempSync(join(tmpdir(), 'restwire-redis-'));
-  const port = await freePort();
+/** Spawns redis-server with no persistence and waits until it accepts connections. */
+async function launchRedis(port: number, dir: string): Promise<{ child: ChildProcess; exited: Promise<unknown> }> {
   const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--save', '', '--appendonly', 'no'], {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -101,18 +104,35 @@ export async function startPrivateRedis(): Promise<PrivateRedis> {
     });
     child.once('exit', (code) => reject(new Error(`redis-server exited (${code}):\n${output}`)));
   });
-  const exited = new Promise((resolve) => child.once('exit', resolve));
+  return { child, exited: new Promise((resolve) => child.once('exit', resolve)) };
+}
+
+/** Starts a redis-server with no persistence in a directory of its own. */
+export async function startPrivateRedis(): Promise<PrivateRedis> {
+  const dir = mkdtempSync(join(tmpdir(), 'restwire-redis-'));
+  const port = await freePort();
+  let current = await launchRedis(port, dir);
+  const kill = async () => {
+    const { child, exited } = current;
+    if (child.exitCode === null && child.signalCode === null) {
+      child.kill('SIGCONT');
+      child.kill('SIGKILL');
+      await exited;
+    }
+  };
   return {
     url: `redis://127.0.0.1:${port}`,
-    process: child,
-    hang: () => child.kill('SIGSTOP'),
-    resume: () => child.kill('SIGCONT'),
+    get process() {
+      return current.child;
+    },
+    hang: () => current.child.kill('SIGSTOP'),
+    resume: () => current.child.kill('SIGCONT'),
+    kill,
+    async restart() {
+      current = await launchRedis(port, dir);
+    },
     async remove() {
-      if (child.exitCode === null && child.signalCode === null) {
-        child.kill('SIGCONT');
-        child.kill('SIGKILL');
-        await exited;
-      }
+      await kill();
       rmSync(dir, { recursive: true, force: true });
     },
   };
