@@ -367,7 +367,9 @@ export function webhookViews(options: WebhookViewOptions): View[] {
   return [
     {
       name: 'Webhook List',
-      description: "The caller's webhook subscriptions.",
+      description:
+        "The caller's webhook subscriptions. `ordering`: `none` (default) or `record`, each record's events delivered one at a time in commit order. " +
+        '`filter`: per event, a query string in that collection\'s list filter language (`{"experience": "search=tea"}`); `updated` is sent when the record matches after the change or matched before it, and the body\'s `filter` says which.',
       path: '/api/v1/webhooks/',
       mediaTypes: RECORD_MEDIA_TYPES,
       // The 201 of a create is the one response with the secret; CSV shows it there too.
