@@ -146,6 +146,28 @@ describe.each(BACKENDS)('ordered, filtered and replayed webhooks on %s', (backen
     expect(events(ordered).length).toBeGreaterThan(51);
   }, 120_000);
 
+  it("shows in the deliveries log which delivery a record's later ones wait behind", async () => {
+    const slow = await receiver();
+    // Events hang (until the 10 s attempt timeout): the first about the record stays in flight.
+    slow.respondWith((request) => (request.headers['x-service-event'] === 'experience' ? 'hang' : 204));
+    const hookId = await createHook(server, { target_url: slow.url, ordering: 'record' });
+    const id = (await api(server, 'POST', '/api/v1/experiences/', { title: 'w0', q_like_dislike: 'like' })).body.id as number;
+    await eventually(() => (events(slow).length >= 1 ? true : undefined));
+    await api(server, 'PATCH', `/api/v1/experiences/${id}/`, { title: 'w1' });
+    await api(server, 'PATCH', `/api/v1/experiences/${id}/`, { title: 'w2' });
+    slow.respondWith(() => 204);
+
+    const log = (await deliveryLog(server, hookId)).filter((row) => row.event === 'experience').reverse();
+    expect(log.map((row) => [row.action, row.record])).toEqual([
+      ['created', `experiences:${id}`],
+      ['updated', `experiences:${id}`],
+      ['updated', `experiences:${id}`],
+    ]);
+    expect(log[0]!.waiting_behind).toBeNull();
+    expect(log.slice(1).map((row) => row.waiting_behind)).toEqual([log[0]!.url, log[0]!.url]);
+    expect(events(slow)).toHaveLength(1);
+  });
+
   it('fires a filter for matching records only, and for a record that stops matching; the list endpoint agrees', async () => {
     const filtered = await receiver();
     const hookId = await createHook(server, { target_url: filtered.url, filter: { experience: 'search=poem' } });
