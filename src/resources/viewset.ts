@@ -301,6 +301,8 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
    * setNull clears the references (each record with an `updated` event). All in `trx`.
    */
   async function deleteRecord(trx: DynamicDb, row: Row, before: Record<string, unknown>, notify: Notify, actor: Change['actor']): Promise<void> {
+    // Before its delete rules change what refers to it (a filter may read its references).
+    await notify.before(trx, resource, row.id);
     const referrers = referrersOf(resource.name, collections);
     let protectedBy = 0;
     for (const referrer of referrers.filter((r) => r.onDelete === 'protect')) {
@@ -340,7 +342,6 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
         }
       }
     }
-    await notify.before(trx, resource, row.id);
     await trx.deleteFrom(table).where('id', '=', row.id).execute();
     await notify(trx, { resource, action: 'deleted', record: before, actor });
   }
