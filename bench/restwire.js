@@ -114,8 +114,9 @@ export async function seedExperiences(server, authorization, count, concurrency 
 }
 
 /** POST /api/v1/webhooks/ for every event (API.md §4); resolves with { id } or { skipped }. */
-export async function createWebhook(server, authorization, targetUrl) {
-  const answer = await call(server, 'POST', '/api/v1/webhooks/', { authorization, json: { target_url: targetUrl, events: ['*'] } });
+export async function createWebhook(server, authorization, targetUrl, { ordering } = {}) {
+  const json = { target_url: targetUrl, events: ['*'], ...(ordering ? { ordering } : {}) };
+  const answer = await call(server, 'POST', '/api/v1/webhooks/', { authorization, json });
   if (answer.status === 404 || answer.status === 405) return { skipped: 'no webhooks endpoint' };
   if (answer.status !== 201) throw unexpected('POST /api/v1/webhooks/', answer);
   return { id: answer.body.id };

@@ -19,6 +19,7 @@ const USAGE = `usage: npm run bench -- [options]
   --connections N    autocannon connections (default 50)
   --webhooks         only the webhook throughput section
   --no-webhooks      only the request scenarios
+  --ordered          webhook throughput with every webhook "ordering": "record" (issue 14)
   --events N         burst size in deliveries (default 10000; --quick 1000)
   --event-rate N     steady deliveries per second (default 500)
   --steady N         seconds of the steady phase (default 10; --quick 2)
@@ -50,6 +51,7 @@ function parseOptions(argv) {
       warmup: { type: 'string' },
       connections: { type: 'string' },
       webhooks: { type: 'boolean', default: false },
+      ordered: { type: 'boolean', default: false },
       'no-webhooks': { type: 'boolean', default: false },
       events: { type: 'string' },
       'event-rate': { type: 'string' },
@@ -91,6 +93,7 @@ function parseOptions(argv) {
     // `restwire serve --workers N` (node:cluster) for the request scenarios; 0 = one per core.
     workers: values.workers === undefined ? null : number('workers', 0, 0),
     databaseUrl: process.env.BENCH_DATABASE_URL || null,
+    ordered: values.ordered,
     redisUrl: process.env.BENCH_REDIS_URL || null,
   };
 }

@@ -227,7 +227,7 @@ async function runConfiguration(processes, receivers, config, options, log) {
     const bearer = await bearerAuth(deployment.server);
     const authorization = bearer.authorization ?? basicAuth;
     for (let hook = 0; hook < HOOKS; hook++) {
-      const created = await createWebhook(deployment.server, authorization, receivers.url(hook));
+      const created = await createWebhook(deployment.server, authorization, receivers.url(hook), { ordering: options.ordered ? 'record' : undefined });
       if (created.skipped) return skipped(created.skipped);
     }
     await sleep(500); // let the ten pings go out before anything is timed
@@ -302,11 +302,13 @@ function judge(results) {
  * `options`: { events, eventRate, steadySeconds, stallMs, maxWaitMs, databaseUrl, redisUrl }.
  */
 export async function runWebhookThroughput(processes, options, log) {
-  const configurations = [{ label: { name: 'SQLite, dispatcher in serve', backend: 'sqlite', workers: 0 }, workers: 0 }];
+  // --ordered: every webhook asks for per-record order (issue 14); each create is its own record.
+  const ordered = options.ordered ? ', ordered webhooks' : '';
+  const configurations = [{ label: { name: `SQLite, dispatcher in serve${ordered}`, backend: 'sqlite', workers: 0 }, workers: 0 }];
   if (options.databaseUrl) {
     for (const workers of [1, 2]) {
       configurations.push({
-        label: { name: `PostgreSQL, ${workers} worker${workers > 1 ? 's' : ''}`, backend: 'postgres', workers },
+        label: { name: `PostgreSQL, ${workers} worker${workers > 1 ? 's' : ''}${ordered}`, backend: 'postgres', workers },
         workers,
         databaseUrl: options.databaseUrl,
       });

@@ -28,6 +28,7 @@ import { buildViewSet, type ViewSet } from './resources/viewset.js';
 import type { RedisStore } from './throttling/redis-store.js';
 import { RequestThrottle, memoryLimiter, type LimiterFactory } from './throttling/request-throttle.js';
 import { VERSION } from './version.js';
+import { eventCatalogView } from './webhooks/catalog.js';
 import { deliveryLogViews } from './webhooks/deliveries-log.js';
 import { createDispatcher, type Dispatcher } from './webhooks/dispatcher.js';
 import { assignRepositoryIds } from './webhooks/events.js';
@@ -154,8 +155,10 @@ export async function buildApp(config: Config, storage: Storage, options: AppOpt
   // The registry drives everything below: routes, the root, events, related lists, OpenAPI.
   const registry = options.registry ?? buildRegistry(null);
   const repositoryIds = await assignRepositoryIds(storage, registry.collections);
-  const listeners = [outboxListener({ storage, publicUrl: config.publicUrl, wake, repositoryIds }), ...(options.listeners ?? [])];
   const viewSets = new Map<string, ViewSet>();
+  // Webhook filters are read by the list filters of the collection's viewset (issue 14).
+  const filtersOf = (collection: string) => viewSets.get(collection)?.filters ?? [];
+  const listeners = [outboxListener({ storage, publicUrl: config.publicUrl, wake, repositoryIds, filtersOf }), ...(options.listeners ?? [])];
   const viewSetOptions = {
     storage,
     cursors,
@@ -167,7 +170,7 @@ export async function buildApp(config: Config, storage: Storage, options: AppOpt
   for (const resource of registry.all) viewSets.set(resource.name, buildViewSet(resource, viewSetOptions));
   const userViews = viewSets.get('users')!;
   const views: View[] = [
-    rootView([...registry.collections.map((resource) => resource.name), 'users', 'webhooks']),
+    rootView([...registry.collections.map((resource) => resource.name), 'users', 'webhooks', 'events']),
     ...registry.collections.flatMap((resource) => viewSets.get(resource.name)!.views),
     meView(userViews),
     // API.md §6: signup is a POST on the users collection only while ALLOW_SIGNUP is on (else 405).
@@ -181,9 +184,10 @@ export async function buildApp(config: Config, storage: Storage, options: AppOpt
     cursors,
     allowPrivate: config.webhookAllowPrivate,
     eventNames: registry.eventNames,
+    eventFilters: new Map(registry.collections.filter((resource) => resource.event).map((resource) => [resource.event!, filtersOf(resource.name)])),
     wake,
   };
-  views.push(...webhookViews(webhookOptions), ...deliveryLogViews(webhookOptions));
+  views.push(...webhookViews(webhookOptions), ...deliveryLogViews(webhookOptions), eventCatalogView(registry.all));
   // API.md §5: generated on first request from the declarations and every view registered here.
   views.push(...docsViews(() => buildOpenApi({
         resources: registry.all,

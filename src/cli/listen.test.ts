@@ -1,9 +1,15 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import { experiences } from '../resources/experiences.js';
+import { describeEvents } from '../resources/openapi.js';
 import { request } from 'undici';
 import { createGuardedAgent } from '../webhooks/guarded-agent.js';
 import { InvalidSecretError, generateSecret } from '../webhooks/secrets.js';
 import { sendAttempt } from '../webhooks/send-attempt.js';
 import { signDelivery } from '../webhooks/signing.js';
+import { loadEventCatalog } from './event-catalog.js';
 import { startListener, type Listener } from './listen.js';
 
 /** Collects what the listener prints. */
@@ -114,5 +120,78 @@ describe('startListener', () => {
     await listener.close();
     listener = undefined;
     expect((await deliver(port, [secret])).error).toBe('connection refused');
+  });
+});
+
+describe('startListener --validate', () => {
+  const secret = generateSecret();
+  const agent = createGuardedAgent({ allowPrivate: true });
+  let listener: Listener | undefined;
+  afterEach(async () => {
+    await listener?.close();
+    listener = undefined;
+  });
+
+  const send = (port: number, event: string, body: string) =>
+    sendAttempt({
+      url: `http://127.0.0.1:${port}/`,
+      headers: {
+        'x-service-delivery': 'b2f1c1de-0000-4000-8000-000000000043',
+        'x-service-event': event,
+        ...signDelivery({ deliveryId: 'b2f1c1de-0000-4000-8000-000000000043', timestamp: Math.floor(Date.now() / 1000), body, secrets: [secret] }),
+      },
+      body,
+      dispatcher: agent,
+      timeoutMs: 5000,
+    });
+
+  const valid = {
+    action: 'updated',
+    experience: {
+      url: 'http://127.0.0.1:8000/api/v1/experiences/42/',
+      number: 42,
+      id: 42,
+      title: 'Tea',
+      q_like_dislike: 'like',
+      owner: '/api/v1/users/3/',
+      created_at: '2026-01-01T00:00:00.000Z',
+      updated_at: '2026-01-01T00:00:00.000Z',
+    },
+    changes: { title: { from: 'Coffee' } },
+    repository: { id: 1, full_name: 'alice/experiences', owner: { login: 'alice', id: 3 } },
+    sender: { login: 'alice', id: 3 },
+    filter: { matched_before: true, matched_after: true },
+  };
+
+  it("checks each body against its event's schema from a saved catalog, and says what does not match", async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'restwire-catalog-'));
+    const file = join(dir, 'events.json');
+    writeFileSync(file, JSON.stringify({ results: describeEvents([experiences]) }));
+    try {
+      const validator = await loadEventCatalog(file);
+      expect(validator.events).toEqual(['experience']);
+      const out = capture();
+      listener = await startListener({ port: 0, secret, out, validator });
+      expect((await send(listener.port, 'experience', JSON.stringify(valid))).statusCode).toBe(204);
+      expect(out.text).toContain('schema    ✓ matches the experience schema');
+      const { title: _title, ...untitled } = valid.experience;
+      await send(listener.port, 'experience', JSON.stringify({ ...valid, action: 'renamed', experience: untitled }));
+      expect(out.text).toMatch(/schema {4}✗ does NOT match the experience schema: .*\/action must be equal to one of the allowed values.*must have required property 'title'/);
+      await send(listener.port, 'ping', JSON.stringify({ zen: 'Keep it logically awesome.' }));
+      expect(out.text).toContain('– no schema for "ping" in the catalog');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('refuses a catalog that is not one, at start-up', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'restwire-catalog-'));
+    const file = join(dir, 'events.json');
+    writeFileSync(file, '{"openapi": "3.1.0"}');
+    try {
+      await expect(loadEventCatalog(file)).rejects.toThrow(/no "results" list/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

@@ -1,6 +1,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { parseSecret } from '../webhooks/secrets.js';
+import type { EventValidator } from './event-catalog.js';
 import { verifyDelivery } from '../webhooks/verify.js';
 
 // `restwire listen --port P --secret S` (API.md §0): a local receiver that shows each delivery
@@ -20,6 +21,8 @@ export interface ListenerOptions {
   /** The webhook's `whsec_` secret, as returned when it was created. */
   secret: string;
   out?: ListenerOutput;
+  /** With `--validate`: each body is checked against its event's schema (event-catalog.ts). */
+  validator?: EventValidator;
 }
 
 /** A running listener. */
@@ -39,6 +42,7 @@ export async function startListener({
   host = '127.0.0.1',
   secret,
   out = process.stdout,
+  validator,
 }: ListenerOptions): Promise<Listener> {
   // Checked up front so a mistyped secret fails at start-up, not as a 401 on every delivery.
   parseSecret(secret);
@@ -54,7 +58,7 @@ export async function startListener({
     readBody(req).then(
       (body) => {
         const verified = verifyDelivery(secret, req.headers, body);
-        out.write(formatDelivery(req, body, verified));
+        out.write(formatDelivery(req, body, verified, validator));
         if (verified) res.writeHead(204).end();
         else res.writeHead(401, { 'content-type': 'text/plain' }).end('signature verification failed\n');
       },
@@ -106,7 +110,7 @@ function readBody(req: IncomingMessage): Promise<Buffer> {
 }
 
 /** A readable block for one delivery: when, what, which, verified, then the pretty body. */
-function formatDelivery(req: IncomingMessage, body: Buffer, verified: boolean): string {
+function formatDelivery(req: IncomingMessage, body: Buffer, verified: boolean, validator: EventValidator | undefined): string {
   const header = (name: string): string => {
     const value = req.headers[name];
     return printable(Array.isArray(value) ? value.join(', ') : (value ?? '—'));
@@ -118,10 +122,25 @@ function formatDelivery(req: IncomingMessage, body: Buffer, verified: boolean): 
     `   delivery  ${delivery}`,
     `   hook      ${header('x-service-hook-id')}`,
     `   verified  ${verified ? '✓ signature valid' : '✗ signature INVALID'}`,
+    ...(validator ? [`   schema    ${schemaLine(validator, header('x-service-event'), body)}`] : []),
     prettyBody(body),
     '',
     '',
   ].join('\n');
+}
+
+/** `--validate`: whether the body matches the catalog's schema of its event. */
+function schemaLine(validator: EventValidator, event: string, body: Buffer): string {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(body.toString('utf8'));
+  } catch {
+    return '✗ body is not JSON';
+  }
+  const verdict = validator.validate(event, parsed);
+  if (verdict.kind === 'valid') return `✓ matches the ${event} schema`;
+  if (verdict.kind === 'unknown') return `– no schema for "${event}" in the catalog`;
+  return `✗ does NOT match the ${event} schema: ${printable(verdict.errors.join('; '))}`;
 }
 
 function prettyBody(body: Buffer): string {

@@ -67,8 +67,13 @@ program
   .requiredOption('--port <port>', 'port to listen on', parsePort)
   .requiredOption('--secret <secret>', "the webhook's secret (whsec_…)")
   .option('--host <host>', 'address to listen on', '127.0.0.1')
-  .action(async (options: { port: number; secret: string; host: string }) => {
-    const listener = await startListener({ port: options.port, host: options.host, secret: options.secret });
+  .option('--validate', "check each body against its event's JSON Schema from the event catalog")
+  .option('--catalog <url|file>', 'where --validate reads the catalog: a server URL or a saved copy', 'http://127.0.0.1:8000/api/v1/events/')
+  .action(async (options: { port: number; secret: string; host: string; validate?: boolean; catalog: string }) => {
+    // Loaded at start-up, so a server that is not there fails now, not on the first delivery.
+    const validator = options.validate ? await (await import('./event-catalog.js')).loadEventCatalog(options.catalog) : undefined;
+    const listener = await startListener({ port: options.port, host: options.host, secret: options.secret, ...(validator ? { validator } : {}) });
+    if (validator) process.stdout.write(`restwire listen: validating ${validator.events.join(', ')} against ${options.catalog}\n`);
     process.stdout.write(`restwire listen: receiving webhooks at http://${options.host}:${listener.port}/ (Ctrl-C to stop)\n`);
     onShutdownSignal(() => listener.close());
   });

@@ -28,6 +28,14 @@ export interface ClaimOptions {
  * Leases up to `limit` due deliveries of active webhooks (and pings, which are asked for), oldest
  * due first, and returns them. The status list is spelled out, not bound, so that the partial
  * index on waiting deliveries (migration 0003) matches it.
+ *
+ * For a webhook with `ordering = 'record'` only the oldest waiting delivery of each record is
+ * claimable (issue 14): a later one stays in the table until the earlier one is delivered or has
+ * finally failed. The rule is in the claim itself, so it holds for any number of workers: the
+ * earlier delivery stays `pending` while leased and in flight, and a worker killed mid-attempt
+ * leaves it leased until its lease expires, when it is claimed (and sent) again before the rest.
+ * Within one record, delivery ids follow commit order: a write holds the record's row lock until
+ * it commits, so the next write about that record enqueues after it.
  */
 export async function claimDueDeliveries(storage: Storage, options: ClaimOptions): Promise<DeliveryRow[]> {
   const { now, limit, leaseUntil, excludeWebhookIds, excludeOwnerIds = [] } = options;
@@ -42,6 +50,10 @@ export async function claimDueDeliveries(storage: Storage, options: ClaimOptions
       select d.id from deliveries d join webhooks w on w.id = d.webhook_id
       where d.status in ('pending', 'retrying') and d.next_attempt_at <= ${now}
         and (d.lease_until is null or d.lease_until < ${now}) and (w.active = 1 or d.event = 'ping') ${exclude} ${excludeOwners}
+        and (w.ordering <> 'record' or d.record_key is null or not exists (
+          select 1 from deliveries e
+          where e.webhook_id = d.webhook_id and e.record_key = d.record_key and e.id < d.id
+            and e.status in ('pending', 'retrying')))
       order by d.next_attempt_at, d.id
       limit ${limit}
       ${lock}

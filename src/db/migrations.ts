@@ -143,6 +143,23 @@ const MIGRATIONS: Record<string, Migration> = {
       await sql`create index deliveries_large_bodies on deliveries (webhook_id, id) where length(response_body) > 1024`.execute(db);
     },
   },
+  '0005_ordered_and_filtered_webhooks': {
+    async up(db) {
+      // Issue 14: a webhook may ask for per-record order and filter its events; each delivery
+      // names the record it is about (`<collection>:<id>`), so the claim query can hold back a
+      // delivery while an earlier one about the same record still waits (db/delivery-queue.ts).
+      await db.schema.alterTable('webhooks').addColumn('ordering', 'varchar(16)', (c) => c.notNull().defaultTo('none')).execute();
+      await db.schema.alterTable('webhooks').addColumn('filter', 'text').execute();
+      await db.schema.alterTable('deliveries').addColumn('record_key', 'varchar(200)').execute();
+      // "Is an earlier delivery of this record still waiting?" is an index seek on waiting rows only.
+      await db.schema
+        .createIndex('deliveries_waiting_records')
+        .on('deliveries')
+        .columns(['webhook_id', 'record_key', 'id'])
+        .where(sql.ref('status'), 'in', [sql.lit('pending'), sql.lit('retrying')])
+        .execute();
+    },
+  },
 };
 
 const provider: MigrationProvider = { getMigrations: async () => MIGRATIONS };

@@ -74,6 +74,10 @@ export interface WebhooksTable {
   failing_since: number | null;
   created_at: number;
   updated_at: number;
+  /** `none`, or `record`: deliveries about one record go out one at a time, in commit order. */
+  ordering: Generated<string>;
+  /** JSON object, event name → a list filter query string; null: every event. */
+  filter: string | null;
 }
 
 export interface DeliveriesTable {
@@ -95,6 +99,8 @@ export interface DeliveriesTable {
   response_headers: string | null;
   response_body: string | null;
   created_at: number;
+  /** `<collection>:<id>` of the record a resource event is about; null for a ping. */
+  record_key: string | null;
 }
 
 export type UserRow = Selectable<UsersTable>;

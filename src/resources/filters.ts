@@ -5,6 +5,7 @@
 
 import { sql, type Expression, type ExpressionBuilder, type SqlBool } from 'kysely';
 import { columnOf, joinTableOf } from '../db/schema-state.js';
+import type { FieldErrors } from '../http/errors.js';
 import { readReference, type Field, type ParseContext } from './fields.js';
 import type { Lookup, Resource } from './resource.js';
 
@@ -116,6 +117,27 @@ export function buildFilters(resource: Resource, context: ParseContext): QueryFi
     });
   }
   return filters;
+}
+
+/**
+ * Reads a list's filter parameters: a condition for each known one, or its message (the list's
+ * 400 names the parameter). Parameters no filter knows are the caller's: a list ignores them (as
+ * DRF does); a webhook's filter refuses them (webhooks/subscriptions.ts).
+ */
+export function readFilterParams(
+  filters: ReadonlyMap<string, QueryFilter>,
+  params: Iterable<readonly [string, string]>,
+): { conditions: Condition[]; errors: FieldErrors } {
+  const errors: FieldErrors = {};
+  const conditions: Condition[] = [];
+  for (const [param, value] of params) {
+    const filter = filters.get(param);
+    if (filter === undefined) continue;
+    const read = filter.read(value);
+    if ('error' in read) errors[param] = [read.error];
+    else conditions.push(read.condition);
+  }
+  return { conditions, errors };
 }
 
 function stripMeta(schema: Record<string, unknown>): Record<string, unknown> {

@@ -545,18 +545,22 @@ const ACTOR: SchemaObject = {
   properties: { login: { type: 'string' }, id: { type: 'integer', minimum: 1 } },
 };
 
+/** One event a webhook may subscribe to, as the catalog (`GET /api/v1/events/`) lists it. */
+export interface EventDescription {
+  readonly name: string;
+  readonly collection: string;
+  readonly actions: readonly string[];
+  readonly description: string;
+  /** JSON Schema 2020-12 of the body: the `webhooks` section's, from the same function. */
+  readonly schema: SchemaObject;
+}
+
 /**
- * The OpenAPI 3.1 `webhooks` section (RESOURCES.md §4): for every event, the request a receiver
- * gets, its headers and a JSON Schema of its body generated from the declaration.
+ * Every resource event and the JSON Schema of its body, generated from the declarations: the one
+ * source of both the event catalog and the OpenAPI `webhooks` section (issue 14).
  */
-function eventWebhooks(resources: readonly Resource[]): Record<string, PathItemObject> {
-  const webhooks: Record<string, PathItemObject> = {};
-  const headers = [
-    { name: 'X-Service-Event', description: 'The event name.' },
-    { name: 'X-Service-Delivery', description: 'The delivery id (a UUID); a redelivery keeps it.' },
-    { name: 'X-Hub-Signature', description: '`sha1=` HMAC of the body with the webhook secret.' },
-    { name: 'X-Hub-Signature-256', description: '`sha256=` HMAC of the body with the webhook secret.' },
-  ].map((header): ParameterObject => ({ ...header, in: 'header', required: true, schema: { type: 'string' } }));
+export function describeEvents(resources: readonly Resource[]): EventDescription[] {
+  const events: EventDescription[] = [];
   for (const resource of resources) {
     if (!resource.event) continue;
     const record = recordSchema(resource);
@@ -585,7 +589,7 @@ function eventWebhooks(resources: readonly Resource[]): Record<string, PathItemO
       title: `${resource.event} event`,
       required: ['action', resource.event, 'repository', 'sender'],
       properties: {
-        action: { type: 'string', enum: ['created', 'updated', 'deleted'] },
+        action: { type: 'string', enum: [...EVENT_ACTIONS] },
         [resource.event]: subject,
         changes,
         repository: {
@@ -598,16 +602,53 @@ function eventWebhooks(resources: readonly Resource[]): Record<string, PathItemO
           },
         },
         sender: ACTOR,
+        filter: FILTER_VERDICT,
       },
     };
-    webhooks[resource.event] = {
+    events.push({
+      name: resource.event,
+      collection: resource.name,
+      actions: EVENT_ACTIONS,
+      description: `A ${resource.label.toLowerCase()} of \`${resource.name}\` was created, updated or deleted.`,
+      schema: body,
+    });
+  }
+  return events;
+}
+
+const EVENT_ACTIONS = ['created', 'updated', 'deleted'] as const;
+
+/** Only in deliveries to a webhook with a `filter` for the event (issue 14). */
+const FILTER_VERDICT: SchemaObject = {
+  type: 'object',
+  description: 'Sent to a webhook with a `filter` for this event: whether the record matched it before and after the change.',
+  required: ['matched_before', 'matched_after'],
+  properties: { matched_before: { type: 'boolean' }, matched_after: { type: 'boolean' } },
+  additionalProperties: false,
+};
+
+/**
+ * The OpenAPI 3.1 `webhooks` section (RESOURCES.md §4): for every event, the request a receiver
+ * gets, its headers and a JSON Schema of its body generated from the declaration.
+ */
+function eventWebhooks(resources: readonly Resource[]): Record<string, PathItemObject> {
+  const webhooks: Record<string, PathItemObject> = {};
+  const headers = [
+    { name: 'X-Service-Event', description: 'The event name.' },
+    { name: 'X-Service-Delivery', description: 'The delivery id (a UUID); a redelivery keeps it.' },
+    { name: 'X-Hub-Signature', description: '`sha1=` HMAC of the body with the webhook secret.' },
+    { name: 'X-Hub-Signature-256', description: '`sha256=` HMAC of the body with the webhook secret.' },
+  ].map((header): ParameterObject => ({ ...header, in: 'header', required: true, schema: { type: 'string' } }));
+  for (const event of describeEvents(resources)) {
+    const resource = resources.find((candidate) => candidate.name === event.collection)!;
+    webhooks[event.name] = {
       post: {
-        operationId: `event_${resource.event}`,
-        summary: `${resource.event}: a ${resource.label.toLowerCase()} was created, updated or deleted`,
-        description: `Sent to webhooks subscribed to \`${resource.event}\` or \`*\` when a record of \`${resource.name}\` changes, in the transaction of the change.`,
+        operationId: `event_${event.name}`,
+        summary: `${event.name}: a ${resource.label.toLowerCase()} was created, updated or deleted`,
+        description: `Sent to webhooks subscribed to \`${event.name}\` or \`*\` when a record of \`${resource.name}\` changes, in the transaction of the change.`,
         tags: [resource.name],
         parameters: headers,
-        requestBody: { required: true, content: { [JSON_TYPE]: { schema: body } } },
+        requestBody: { required: true, content: { [JSON_TYPE]: { schema: event.schema } } },
         responses: { '2XX': { description: 'Received. Anything else is retried on the schedule.' } },
       },
     };

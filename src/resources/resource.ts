@@ -262,8 +262,17 @@ export interface Change {
  * webhook outbox) commits or rolls back with the change (API.md §4, "No lost events"). It may
  * return a function to run once the transaction has committed (e.g. to wake the dispatcher).
  */
-export type ChangeListener = (
-  trx: Transaction<Database> | Kysely<Database>,
-  change: Change,
-) => Promise<void | (() => void)>;
+export type ChangeListener = ((trx: Transaction<Database> | Kysely<Database>, change: Change) => Promise<void | (() => void)>) & {
+  /**
+   * Called in the same transaction just before a record is updated or deleted (its row locked),
+   * so a listener can read the row as it was: a filtered webhook's "matched before" (issue 14).
+   */
+  readonly beforeChange?: (trx: Transaction<Database> | Kysely<Database>, pending: PendingChange) => Promise<void>;
+};
+
+/** The record about to change, told to `ChangeListener.beforeChange`. */
+export interface PendingChange {
+  readonly resource: Resource;
+  readonly id: number;
+}
 

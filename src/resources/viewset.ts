@@ -10,7 +10,7 @@ import { permissionDenied } from '../http/pipeline.js';
 import { CSV_TYPE, HTML_TYPE, JSON_TYPE } from '../http/renderers.js';
 import type { Action, ApiRequest, View } from '../http/view.js';
 import { parseField, readReference, type Field, type ParseContext } from './fields.js';
-import { buildFilters, type Condition } from './filters.js';
+import { buildFilters, readFilterParams, type Condition } from './filters.js';
 import { fetchKeysetPage, pageResponse } from './keyset.js';
 import {
   loadReferenceLists,
@@ -45,7 +45,10 @@ export interface ViewSetOptions {
   readonly viewSets: ReadonlyMap<string, ViewSet>;
 }
 
-type Notify = (trx: DynamicDb, change: Change) => Promise<void>;
+/** Tells the listeners of a change (`before`: of a record about to change, see ChangeListener). */
+type Notify = ((trx: DynamicDb, change: Change) => Promise<void>) & {
+  before(trx: DynamicDb, resource: Resource, id: number): Promise<void>;
+};
 
 // Formatting dates was a tenth of a page's time (issue #6 profile); the same records are read
 // again and again, so their timestamps' text is remembered (a bounded map, reset when full:
@@ -119,15 +122,8 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
   }
 
   function filterConditions(request: ApiRequest): Condition[] {
-    const errors: FieldErrors = {};
-    const conditions: Condition[] = [];
-    for (const [param, value] of Object.entries(request.query)) {
-      const filter = filters.get(param);
-      if (filter === undefined || value === undefined) continue;
-      const read = filter.read(String(value));
-      if ('error' in read) errors[param] = [read.error];
-      else conditions.push(read.condition);
-    }
+    const params = Object.entries(request.query).flatMap(([param, value]) => (value === undefined ? [] : [[param, String(value)] as const]));
+    const { conditions, errors } = readFilterParams(filters, params);
     if (Object.keys(errors).length) throw new InvalidQuery(errors, 'One or more query parameters are invalid.');
     return conditions;
   }
@@ -260,12 +256,19 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
    */
   async function writeTransaction<T>(work: (trx: DynamicDb, notify: Notify) => Promise<T>): Promise<T> {
     const afterCommit: Array<() => void> = [];
-    const notify: Notify = async (trx, change) => {
-      for (const listener of listeners) {
-        const callback = await listener(trx as never, change);
-        if (callback) afterCommit.push(callback);
-      }
-    };
+    const notify: Notify = Object.assign(
+      async (trx: DynamicDb, change: Change) => {
+        for (const listener of listeners) {
+          const callback = await listener(trx as never, change);
+          if (callback) afterCommit.push(callback);
+        }
+      },
+      {
+        async before(trx: DynamicDb, changing: Resource, id: number) {
+          for (const listener of listeners) await listener.beforeChange?.(trx as never, { resource: changing, id });
+        },
+      },
+    );
     let result: T;
     try {
       result = await storage.transact((trx) => work(trx as unknown as DynamicDb, notify));
@@ -298,6 +301,8 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
    * setNull clears the references (each record with an `updated` event). All in `trx`.
    */
   async function deleteRecord(trx: DynamicDb, row: Row, before: Record<string, unknown>, notify: Notify, actor: Change['actor']): Promise<void> {
+    // Before its delete rules change what refers to it (a filter may read its references).
+    await notify.before(trx, resource, row.id);
     const referrers = referrersOf(resource.name, collections);
     let protectedBy = 0;
     for (const referrer of referrers.filter((r) => r.onDelete === 'protect')) {
@@ -325,6 +330,7 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
         if (referrer.onDelete === 'cascade') {
           await other.deleteRecord(trx, child, childBefore, notify, actor);
         } else {
+          await notify.before(trx, referrer.resource, child.id);
           const updated = (await trx
             .updateTable(referrer.resource.table)
             .set({ [`${referrer.field}_id`]: null, ...(referrer.resource.timestamps ? { updated_at: Math.max(Date.now(), Number(child.updated_at)) } : {}) })
@@ -415,6 +421,7 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
             return field.type === 'references' ? !sameValue(before[name], field.show(value)) : !sameValue(row[columnOf(name, field)!], value);
           });
           if (changed.length === 0) return before;
+          await notify.before(trx, resource, id);
           const changedValues = Object.fromEntries(changed);
           const set = { ...columnValues(changedValues), ...(resource.timestamps ? { updated_at: Math.max(Date.now(), Number(row.updated_at)) } : {}) };
           const updated = Object.keys(set).length

@@ -4,6 +4,7 @@ import type { Agent } from 'undici';
 import type { Config } from '../config.js';
 import type { Storage } from '../db/database.js';
 import {
+  announceDeliveries,
   claimDueDeliveries,
   listenForDeliveries,
   nextDueAt,
@@ -47,8 +48,12 @@ export interface DispatcherOptions {
   readonly pruneIntervalMs?: number;
 }
 
-/** How long a claim holds a delivery; a worker killed mid-attempt loses it after this (API.md §6). */
-export const LEASE_MS = 30_000;
+/**
+ * How long a claim holds a delivery, in attempt timeouts; a worker killed mid-attempt loses it
+ * after this (API.md §6): 30 s with the default 10 s timeout. An attempt never starts unless it
+ * can finish within its lease (see `pump`).
+ */
+export const LEASE_TIMEOUTS = 3;
 /** Idle workers look for due retries at least this often, even without a wake-up. */
 const IDLE_POLL_MS = 1000;
 /** The most rows one claim takes. */
@@ -69,6 +74,8 @@ interface WebhookTarget {
   url: string;
   ownerId: number;
   secrets: string[];
+  /** `ordering = 'record'`: a finished attempt may free the next delivery of its record. */
+  ordered: boolean;
 }
 
 /** What sends: the SSRF-guarded agent and one attempt through it. */
@@ -114,6 +121,8 @@ export class Dispatcher {
   private readonly ownerHeld = new Map<number, number>();
   private readonly attempts = new Set<Promise<void>>();
   private pending: AttemptRecord[] = [];
+  /** Whether `pending` holds an attempt of an ordered webhook (see `flush`). */
+  private freesOrderedWork = false;
   private flushing: Promise<void> | null = null;
   private flushTimer: Promise<void> | null = null;
   private running = false;
@@ -245,7 +254,7 @@ export class Dispatcher {
     const rows = await claimDueDeliveries(storage, {
       now,
       limit: Math.min(this.maxHeld - this.held, CLAIM_BATCH),
-      leaseUntil: now + LEASE_MS,
+      leaseUntil: now + LEASE_TIMEOUTS * this.timeoutMs,
       excludeWebhookIds: closed,
       excludeOwnerIds: fullOwners,
     });
@@ -357,7 +366,7 @@ export class Dispatcher {
     if (webhookIds.length === 0) return targets;
     const hooks = await this.options.storage.db
       .selectFrom('webhooks')
-      .select(['id', 'owner_id', 'target_url', 'secret_sealed', 'previous_secret_sealed', 'previous_secret_expires_at'])
+      .select(['id', 'owner_id', 'target_url', 'secret_sealed', 'previous_secret_sealed', 'previous_secret_expires_at', 'ordering'])
       .where('id', 'in', webhookIds)
       .execute();
     const now = Date.now();
@@ -367,7 +376,7 @@ export class Dispatcher {
         // During a rotation's 24 h overlap both secrets sign (API.md §4).
         const previous = hook.previous_secret_sealed && (hook.previous_secret_expires_at ?? 0) > now ? this.openOrNull(hook.previous_secret_sealed) : null;
         if (previous !== null) secrets.push(previous);
-        targets.set(hook.id, { url: hook.target_url, ownerId: Number(hook.owner_id), secrets });
+        targets.set(hook.id, { url: hook.target_url, ownerId: Number(hook.owner_id), secrets, ordered: hook.ordering === 'record' });
       } catch {
         // Sealed under another SECRET_KEY: nothing can be signed, so the webhook stops with a
         // reason its owner can read, and the rest of the batch goes on.
@@ -430,6 +439,7 @@ export class Dispatcher {
       this.options.log.info({ webhookId: delivery.webhook_id }, 'webhook receiver answers again; full concurrency restored');
     }
     this.pending.push({ delivery, outcome, finishedAt: Date.now() });
+    if (target.ordered && delivery.record_key !== null) this.freesOrderedWork = true;
     await this.scheduleFlush();
   }
 
@@ -451,7 +461,13 @@ export class Dispatcher {
     if (this.pending.length === 0) return;
     const batch = this.pending;
     this.pending = [];
-    this.flushing = recordAttempts(this.options.storage, batch, this.options.schedule)
+    const announce = this.freesOrderedWork;
+    this.freesOrderedWork = false;
+    const { storage } = this.options;
+    this.flushing = recordAttempts(storage, batch, this.options.schedule)
+      // The next delivery of an ordered record became claimable: other workers hear it now,
+      // not at their next idle poll (this one wakes itself when the attempt's slot frees).
+      .then(() => (announce ? announceDeliveries(storage, storage.db) : undefined))
       .catch((error: unknown) => {
         // The leases stay; the deliveries are retried once they expire (at least once, API.md §4).
         this.options.log.error({ err: error, count: batch.length }, 'could not record delivery attempts');

@@ -3,7 +3,9 @@ import type { Kysely, Transaction } from 'kysely';
 import { announceDeliveries } from '../db/delivery-queue.js';
 import type { Storage } from '../db/database.js';
 import type { Database } from '../db/schema.js';
-import type { Change, ChangeListener } from '../resources/resource.js';
+import { readFilterParams, type Condition, type QueryFilter } from '../resources/filters.js';
+import type { DynamicDb } from '../resources/relations.js';
+import type { Change, ChangeListener, PendingChange, Resource } from '../resources/resource.js';
 import { eventPayload, type Actor } from './events.js';
 
 /**
@@ -20,6 +22,8 @@ export interface OutboxOptions {
   readonly wake: () => void;
   /** `repository.id` per collection (`events.ts` assignRepositoryIds). */
   readonly repositoryIds: ReadonlyMap<string, number>;
+  /** The list filters of a collection (its viewset's), to read webhook filters with. */
+  readonly filtersOf: (collection: string) => readonly QueryFilter[];
 }
 
 export interface NewEvent {
@@ -30,6 +34,8 @@ export interface NewEvent {
   readonly redelivery?: boolean;
   /** Reuse a delivery's guid (a redelivery keeps it, API.md §4). */
   readonly guid?: string;
+  /** `<collection>:<id>` of the record the event is about (per-record ordering, issue 14). */
+  readonly recordKey?: string | null;
 }
 
 /** Writes deliveries within the caller's transaction and announces them on commit. */
@@ -51,6 +57,7 @@ export async function enqueueDeliveries(storage: Storage, trx: Executor, events:
         lease_until: null,
         redelivery: event.redelivery ? 1 : 0,
         created_at: now,
+        record_key: event.recordKey ?? null,
       })),
     )
     .execute();
@@ -71,30 +78,133 @@ async function ownerOf(trx: Executor, change: Change): Promise<Actor> {
   return row ? { login: row.username, id: row.id } : { login: change.actor.username, id: change.actor.id };
 }
 
-/** The change listener resources with an `event` notify: their changes become deliveries. */
-export function outboxListener({ storage, publicUrl, wake, repositoryIds }: OutboxOptions): ChangeListener {
+interface ActiveHook {
+  id: number;
+  events: string;
+  filter: string | null;
+}
+
+/** A filtered webhook's verdict on one change (the body's `filter`, issue 14). */
+interface FilterVerdict {
+  matched_before: boolean;
+  matched_after: boolean;
+}
+
+/**
+ * The change listener resources with an `event` notify: their changes become deliveries, one per
+ * subscribed webhook whose filter (if any) the record matches before or after the change.
+ */
+export function outboxListener({ storage, publicUrl, wake, repositoryIds, filtersOf }: OutboxOptions): ChangeListener {
   // Asked for every change, so compiled once, and once per transaction: on SQLite the
   // transaction holds the write lock, so no webhook can change under it, and a group commit
   // (db/group-commit.ts) runs many changes in one (issue #6 profile).
-  const activeHooks = storage.db.selectFrom('webhooks').select(['id', 'events']).where('active', '=', 1).compile();
-  const hooksOf = new WeakMap<Executor, Promise<Array<{ id: number; events: string }>>>();
-  return async function writeEventDeliveries(trx, change) {
-    const event = change.resource.event;
-    if (!event) return;
+  const activeHooks = storage.db.selectFrom('webhooks').select(['id', 'events', 'filter']).where('active', '=', 1).compile();
+  const hooksOf = new WeakMap<Executor, Promise<ActiveHook[]>>();
+  const hooks = (trx: Executor): Promise<ActiveHook[]> => {
     let lookup = hooksOf.get(trx);
     if (lookup === undefined) {
       lookup = trx.executeQuery(activeHooks).then(({ rows }) => rows);
       hooksOf.set(trx, lookup);
     }
-    const hooks = await lookup;
-    const matching = hooks.filter((hook) => subscribes(hook.events, event));
-    if (matching.length === 0) return;
-    const body = JSON.stringify(eventPayload(event, change, { publicUrl, owner: await ownerOf(trx, change), repositoryId: repositoryIds.get(change.resource.name) ?? 0 }));
-    await enqueueDeliveries(
-      storage,
-      trx,
-      matching.map((hook) => ({ webhookId: hook.id, event, action: change.action, body })),
-    );
-    return wake;
+    return lookup;
   };
+  const filters = new WebhookFilters(filtersOf);
+  // What filtered webhooks made of each record before it changed, per transaction.
+  const matchedBefore = new WeakMap<Executor, Map<string, Map<number, boolean>>>();
+
+  async function rememberBefore(trx: Executor, { resource, id }: PendingChange): Promise<void> {
+    const event = resource.event;
+    if (!event) return;
+    const filtered = (await hooks(trx)).filter((hook) => hook.filter !== null && subscribes(hook.events, event));
+    if (filtered.length === 0) return;
+    const verdicts = new Map<number, boolean>();
+    for (const hook of filtered) {
+      const conditions = filters.conditions(hook, event, resource);
+      if (conditions !== null) verdicts.set(hook.id, await recordMatches(trx, resource, id, conditions));
+    }
+    let byRecord = matchedBefore.get(trx);
+    if (!byRecord) matchedBefore.set(trx, (byRecord = new Map()));
+    byRecord.set(recordKey(resource.name, id), verdicts);
+  }
+
+  async function writeEventDeliveries(trx: Executor, change: Change) {
+    const event = change.resource.event;
+    if (!event) return;
+    const matching = (await hooks(trx)).filter((hook) => subscribes(hook.events, event));
+    if (matching.length === 0) return;
+    const id = Number(change.record.id);
+    const key = recordKey(change.resource.name, id);
+    const before = matchedBefore.get(trx)?.get(key);
+    matchedBefore.get(trx)?.delete(key);
+    const payload = eventPayload(event, change, { publicUrl, owner: await ownerOf(trx, change), repositoryId: repositoryIds.get(change.resource.name) ?? 0 });
+    let plain: string | undefined;
+    const events: NewEvent[] = [];
+    for (const hook of matching) {
+      const conditions = hook.filter === null ? null : filters.conditions(hook, event, change.resource);
+      let body: string;
+      if (conditions === null) {
+        body = plain ??= JSON.stringify(payload);
+      } else {
+        const verdict: FilterVerdict = {
+          matched_before: change.action !== 'created' && (before?.get(hook.id) ?? false),
+          matched_after: change.action !== 'deleted' && (await recordMatches(trx, change.resource, id, conditions)),
+        };
+        // `updated` is sent when the record matches after the change or matched before it, so a
+        // receiver hears of a record leaving the filter too; the body says which.
+        if (!verdict.matched_before && !verdict.matched_after) continue;
+        body = JSON.stringify({ ...payload, filter: verdict });
+      }
+      events.push({ webhookId: hook.id, event, action: change.action, body, recordKey: key });
+    }
+    await enqueueDeliveries(storage, trx, events);
+    return events.length ? wake : undefined;
+  }
+  return Object.assign(writeEventDeliveries, { beforeChange: rememberBefore });
+}
+
+/** The record key of a delivery: which record it is about, for per-record ordering. */
+export function recordKey(collection: string, id: number): string {
+  return `${collection}:${id}`;
+}
+
+/** Whether the record `id` meets a filter's conditions now, read in the change's transaction. */
+async function recordMatches(trx: Executor, resource: Resource, id: number, conditions: readonly Condition[]): Promise<boolean> {
+  let query = (trx as unknown as DynamicDb).selectFrom(resource.table).select('id').where('id', '=', id);
+  for (const condition of conditions) query = query.where(condition);
+  return (await query.executeTakeFirst()) !== undefined;
+}
+
+/**
+ * Each webhook's filter, read once into conditions with the list endpoints' own filters (its
+ * text was validated when it was stored; see `parseWebhookFilter`).
+ */
+class WebhookFilters {
+  private readonly read = new Map<number, { text: string; queries: Record<string, string>; byEvent: Map<string, Condition[]> }>();
+  private readonly byCollection = new Map<string, ReadonlyMap<string, QueryFilter>>();
+
+  constructor(private readonly filtersOf: (collection: string) => readonly QueryFilter[]) {}
+
+  /** The conditions of a webhook's filter for `event`, or null when it has none for that event. */
+  conditions(hook: ActiveHook, event: string, resource: Resource): Condition[] | null {
+    if (hook.filter === null) return null;
+    let known = this.read.get(hook.id);
+    if (known?.text !== hook.filter) {
+      known = { text: hook.filter, queries: JSON.parse(hook.filter) as Record<string, string>, byEvent: new Map() };
+      this.read.set(hook.id, known);
+    }
+    const query = known.queries[event];
+    if (query === undefined) return null;
+    let conditions = known.byEvent.get(event);
+    if (conditions === undefined) {
+      conditions = readFilterParams(this.collectionFilters(resource.name), new URLSearchParams(query)).conditions;
+      known.byEvent.set(event, conditions);
+    }
+    return conditions;
+  }
+
+  private collectionFilters(collection: string): ReadonlyMap<string, QueryFilter> {
+    let map = this.byCollection.get(collection);
+    if (!map) this.byCollection.set(collection, (map = new Map(this.filtersOf(collection).map((filter) => [filter.param, filter]))));
+    return map;
+  }
 }

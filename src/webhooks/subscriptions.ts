@@ -9,6 +9,7 @@ import { parsePageRequest, type CursorCodec } from '../http/pagination.js';
 import { isFormBody } from '../http/parsers.js';
 import { JSON_TYPE } from '../http/renderers.js';
 import type { ApiRequest, View } from '../http/view.js';
+import { readFilterParams, type QueryFilter } from '../resources/filters.js';
 import { fetchKeysetPage, pageResponse } from '../resources/keyset.js';
 import { RECORD_MEDIA_TYPES, parseId } from '../resources/viewset.js';
 import { TargetRefusedError, checkTargetUrl } from './address-guard.js';
@@ -24,7 +25,10 @@ export const MAX_WEBHOOKS_PER_USER = 20;
 /** A rotated-out secret keeps signing for this long (API.md §4 "Secret rotation"). */
 export const SECRET_OVERLAP_MS = 24 * 3_600_000;
 
-export const WEBHOOK_COLUMNS = ['url', 'id', 'target_url', 'events', 'active', 'created_at', 'last_response', 'disabled_reason'];
+export const WEBHOOK_COLUMNS = ['url', 'id', 'target_url', 'events', 'ordering', 'filter', 'active', 'created_at', 'last_response', 'disabled_reason'];
+
+/** A webhook's `ordering` (issue 14): `record` delivers each record's events one at a time, in commit order. */
+export const ORDERINGS = ['none', 'record'] as const;
 
 export interface WebhookViewOptions {
   readonly storage: Storage;
@@ -33,6 +37,8 @@ export interface WebhookViewOptions {
   readonly allowPrivate: boolean;
   /** Event kinds a webhook may subscribe to, besides `*`. */
   readonly eventNames: readonly string[];
+  /** Per event, the list filters of its collection: what a webhook's `filter` may use. */
+  readonly eventFilters: ReadonlyMap<string, readonly QueryFilter[]>;
   /** Wakes this process's dispatcher after a commit that enqueued work. */
   readonly wake: () => void;
 }
@@ -44,6 +50,8 @@ export function representWebhook(row: WebhookRow): Record<string, unknown> {
     id: row.id,
     target_url: row.target_url,
     events: JSON.parse(row.events) as string[],
+    ordering: row.ordering,
+    filter: row.filter === null ? null : (JSON.parse(row.filter) as Record<string, string>),
     active: row.active === 1,
     created_at: new Date(row.created_at).toISOString(),
     last_response: {
@@ -71,6 +79,9 @@ export async function loadOwnWebhook(
 interface WebhookInput {
   target_url?: string;
   events?: string[];
+  ordering?: (typeof ORDERINGS)[number];
+  /** JSON text, or null to clear. */
+  filter?: string | null;
   active?: boolean;
   secret?: string;
 }
@@ -78,7 +89,13 @@ interface WebhookInput {
 /** Validates a webhook body; `target_url` is resolved and checked against private ranges. */
 async function validateWebhook(
   data: Record<string, unknown>,
-  { partial, allowPrivate, eventNames, form }: { partial: boolean; allowPrivate: boolean; eventNames: readonly string[]; form: boolean },
+  {
+    partial,
+    allowPrivate,
+    eventNames,
+    eventFilters,
+    form,
+  }: { partial: boolean; allowPrivate: boolean; eventNames: readonly string[]; eventFilters: ReadonlyMap<string, readonly QueryFilter[]>; form: boolean },
 ): Promise<WebhookInput> {
   const errors: FieldErrors = {};
   const values: WebhookInput = {};
@@ -111,6 +128,17 @@ async function validateWebhook(
     }
   }
 
+  if (data.ordering !== undefined) {
+    if ((ORDERINGS as readonly unknown[]).includes(data.ordering)) values.ordering = data.ordering as WebhookInput['ordering'];
+    else errors.ordering = [`"${String(data.ordering)}" is not a valid choice; choose from: ${ORDERINGS.join(', ')}.`];
+  }
+
+  if (data.filter !== undefined) {
+    const read = parseWebhookFilter(form && typeof data.filter === 'string' ? parseJsonOr(data.filter) : data.filter, eventFilters);
+    if ('errors' in read) errors.filter = read.errors;
+    else values.filter = read.filter;
+  }
+
   if (data.active !== undefined) {
     if (typeof data.active === 'boolean') values.active = data.active;
     else if (data.active === 'true' || data.active === 'false') values.active = data.active === 'true';
@@ -129,9 +157,57 @@ async function validateWebhook(
   return values;
 }
 
+const parseJsonOr = (text: string): unknown => {
+  if (text.trim() === '') return null;
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    return text;
+  }
+};
+
+/**
+ * Checks a webhook's `filter` (issue 14): per event, a query string in the list endpoint's filter
+ * language, each parameter read by the same filters as `GET /api/v1/<collection>/?…`, so a bad
+ * value has the list's message. Unlike the list, a parameter no filter knows is refused: ignored,
+ * it would make the webhook hear of every record. Returns the JSON text to store (null: none).
+ */
+export function parseWebhookFilter(
+  value: unknown,
+  eventFilters: ReadonlyMap<string, readonly QueryFilter[]>,
+): { filter: string | null } | { errors: string[] } {
+  if (value === null) return { filter: null };
+  if (typeof value !== 'object' || Array.isArray(value)) {
+    return { errors: ['Expected an object: per event name, a query string such as "genre=poetry&year__gte=2000".'] };
+  }
+  const errors: string[] = [];
+  const stored: Record<string, string> = {};
+  for (const [event, query] of Object.entries(value as Record<string, unknown>)) {
+    const filters = eventFilters.get(event);
+    if (filters === undefined) {
+      errors.push(`${event}: unknown event; choose from: ${[...eventFilters.keys()].join(', ')}.`);
+      continue;
+    }
+    if (typeof query !== 'string') {
+      errors.push(`${event}: expected a query string such as "genre=poetry&year__gte=2000".`);
+      continue;
+    }
+    const text = query.replace(/^\?/, '');
+    const params = [...new URLSearchParams(text)];
+    const known = new Map(filters.map((filter) => [filter.param, filter]));
+    for (const [param] of params) {
+      if (!known.has(param)) errors.push(`${event}: ${param}: not a filter of this collection; choose from: ${[...known.keys()].join(', ') || '(none)'}.`);
+    }
+    for (const [param, messages] of Object.entries(readFilterParams(known, params).errors)) errors.push(`${event}: ${param}: ${messages.join(' ')}`);
+    stored[event] = text;
+  }
+  if (errors.length) return { errors };
+  return { filter: Object.keys(stored).length ? JSON.stringify(stored) : null };
+}
+
 /** The collection and record views for webhooks, and the ping action. */
 export function webhookViews(options: WebhookViewOptions): View[] {
-  const { storage, secrets, cursors, allowPrivate, eventNames, wake } = options;
+  const { storage, secrets, cursors, allowPrivate, eventNames, eventFilters, wake } = options;
   const db = storage.db;
   const sender = (user: User) => ({ login: user.username, id: user.id });
 
@@ -156,7 +232,7 @@ export function webhookViews(options: WebhookViewOptions): View[] {
     async handle(request: ApiRequest) {
       const user = request.user!;
       const form = isFormBody(request.raw.headers['content-type']);
-      const input = await validateWebhook(await request.data(), { partial: false, allowPrivate, eventNames, form });
+      const input = await validateWebhook(await request.data(), { partial: false, allowPrivate, eventNames, eventFilters, form });
       const secret = input.secret ?? generateSecret();
       const now = Date.now();
       const row = await db.transaction().execute(async (trx) => {
@@ -176,6 +252,8 @@ export function webhookViews(options: WebhookViewOptions): View[] {
             owner_id: user.id,
             target_url: input.target_url!,
             events: JSON.stringify(input.events ?? ['*']),
+            ordering: input.ordering ?? 'none',
+            filter: input.filter ?? null,
             active: input.active === false ? 0 : 1,
             secret_sealed: secrets.seal(secret),
             previous_secret_sealed: null,
@@ -217,7 +295,7 @@ export function webhookViews(options: WebhookViewOptions): View[] {
         await loadOwnWebhook(storage, id, user); // 404 before judging the body
         // Validated outside the transaction: checking target_url resolves DNS.
         const form = isFormBody(request.raw.headers['content-type']);
-        const input = await validateWebhook(await request.data(), { partial, allowPrivate, eventNames, form });
+        const input = await validateWebhook(await request.data(), { partial, allowPrivate, eventNames, eventFilters, form });
         // Read and write in one transaction, the row locked: two rotations at once must not lose a secret.
         const row = await db.transaction().execute(async (trx) => {
           const current = await loadOwnWebhook(storage, id, user, { executor: trx, lock: true });
@@ -226,6 +304,8 @@ export function webhookViews(options: WebhookViewOptions): View[] {
           const changes = {
             ...(input.target_url !== undefined ? { target_url: input.target_url } : {}),
             ...(input.events !== undefined ? { events: JSON.stringify(input.events) } : {}),
+            ...(input.ordering !== undefined ? { ordering: input.ordering } : {}),
+            ...(input.filter !== undefined ? { filter: input.filter } : {}),
             // Re-enabling clears why it was disabled (API.md §6 "Webhook records").
             ...(input.active !== undefined
               ? { active: input.active ? 1 : 0, ...(input.active ? { disabled_reason: null, failing_since: null } : {}) }
@@ -275,6 +355,8 @@ export function webhookViews(options: WebhookViewOptions): View[] {
     id: { type: 'integer', required: false, read_only: true, label: 'ID' },
     target_url: { type: 'url', required, read_only: false, label: 'Target url', max_length: 2000 },
     events: { type: 'list', required: false, read_only: false, label: 'Events', child: { type: 'choice', choices: ['*', ...eventNames] } },
+    ordering: { type: 'choice', required: false, read_only: false, label: 'Ordering', choices: [...ORDERINGS] },
+    filter: { type: 'nested object', required: false, read_only: false, label: 'Filter' },
     active: { type: 'boolean', required: false, read_only: false, label: 'Active' },
     secret: { type: 'string', required: false, read_only: false, write_only: true, label: 'Secret' },
     created_at: { type: 'datetime', required: false, read_only: true, label: 'Created at' },
@@ -285,7 +367,9 @@ export function webhookViews(options: WebhookViewOptions): View[] {
   return [
     {
       name: 'Webhook List',
-      description: "The caller's webhook subscriptions.",
+      description:
+        "The caller's webhook subscriptions. `ordering`: `none` (default) or `record`, each record's events delivered one at a time in commit order. " +
+        '`filter`: per event, a query string in that collection\'s list filter language (`{"experience": "search=tea"}`); `updated` is sent when the record matches after the change or matched before it, and the body\'s `filter` says which.',
       path: '/api/v1/webhooks/',
       mediaTypes: RECORD_MEDIA_TYPES,
       // The 201 of a create is the one response with the secret; CSV shows it there too.

@@ -17,6 +17,10 @@ export interface Receiver {
   readonly port: number;
   readonly received: Received[];
   respond(statuses: ReadonlyArray<number | 'hang'>, headers?: Record<string, string>): void;
+  /** Decides each answer from the request itself (after a `respond` script runs out). */
+  respondWith(decide: (request: Received) => number | 'hang'): void;
+  /** The most requests it has held unanswered at once. */
+  readonly maxInFlight: number;
   /** Resolves when `predicate` holds for the received list, or rejects after `timeoutMs`. */
   waitFor(predicate: (received: Received[]) => boolean, timeoutMs?: number): Promise<Received[]>;
   close(): Promise<void>;
@@ -26,13 +30,26 @@ export async function startReceiver(port = 0): Promise<Receiver> {
   const received: Received[] = [];
   let script: Array<number | 'hang'> = [];
   let extraHeaders: Record<string, string> = {};
+  let decide: ((request: Received) => number | 'hang') | null = null;
+  let inFlight = 0;
+  let maxInFlight = 0;
   const hanging = new Set<import('node:http').ServerResponse>();
   const server: Server = createServer((request, response) => {
+    inFlight++;
+    maxInFlight = Math.max(maxInFlight, inFlight);
+    let done = false;
+    const finish = () => {
+      if (!done) inFlight--;
+      done = true;
+    };
+    response.on('finish', finish);
+    response.on('close', finish);
     const chunks: Buffer[] = [];
     request.on('data', (chunk: Buffer) => chunks.push(chunk));
     request.on('end', () => {
-      received.push({ path: request.url ?? '/', headers: request.headers, body: Buffer.concat(chunks).toString('utf8'), at: Date.now() });
-      const next = script.length ? script.shift()! : 204;
+      const entry = { path: request.url ?? '/', headers: request.headers, body: Buffer.concat(chunks).toString('utf8'), at: Date.now() };
+      received.push(entry);
+      const next = script.length ? script.shift()! : decide ? decide(entry) : 204;
       if (next === 'hang') {
         hanging.add(response);
         return;
@@ -49,6 +66,12 @@ export async function startReceiver(port = 0): Promise<Receiver> {
     respond(statuses, headers = {}) {
       script = [...statuses];
       extraHeaders = headers;
+    },
+    respondWith(fn) {
+      decide = fn;
+    },
+    get maxInFlight() {
+      return maxInFlight;
     },
     async waitFor(predicate, timeoutMs = 15_000) {
       const deadline = Date.now() + timeoutMs;
