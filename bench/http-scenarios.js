@@ -64,7 +64,8 @@ function compare(rows, backend, redis) {
     if (row.baseline) row.vsBaseline = ratioTo(row, row.baseline);
     if (row.floor) row.vsFloor = ratioTo(row, row.floor);
     row.rssMet = row.peakRssMiB === null ? null : row.peakRssMiB <= PEAK_RSS_TARGET_MIB;
-    row.flagged = row.non2xx > 0 || row.errors > 0 || row.timeouts > 0;
+    // No answer at all within a slice (a stalled server on a busy machine) is a failure too, not 0 req/s.
+    row.flagged = row.non2xx > 0 || row.errors > 0 || row.timeouts > 0 || row.requests === 0;
   }
   const store = backend === 'postgres' && redis ? 'PostgreSQL + Redis' : backend === 'postgres' ? 'PostgreSQL' : 'SQLite';
   const targets = TARGETS[backend].map(({ row: id, of, ratio, label }) => {

@@ -13,7 +13,7 @@ function httpCells(http) {
     const notes = [];
     if (row.flagged) {
       const codes = Object.entries(row.statusCodes).map(([code, count]) => `${count}×${code}`).join(', ');
-      notes.push(`FLAGGED: ${row.non2xx} non-2xx, ${row.errors} errors, ${row.timeouts} timeouts (${codes})`);
+      notes.push(`FLAGGED: ${row.requests} answered, ${row.non2xx} non-2xx, ${row.errors} errors, ${row.timeouts} timeouts (${codes})`);
     }
     if (row.rssMet === false && row.server === 'restwire') notes.push(`RSS over ${PEAK_RSS_TARGET_MIB} MiB`);
     if (row.note) notes.push(row.note);
