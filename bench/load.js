@@ -49,17 +49,19 @@ export async function measure(server, request, load) {
 }
 
 /**
- * Measures several request shapes against one server in alternating slices (A B A B …), so
- * that none always runs second, on a table the one before it just grew. Each shape gets
- * `rounds` slices of duration/rounds seconds after its own warm-up; its row adds the slices up
- * (requests/s over the whole time; p50 the mean of the slices', p99 the worst slice's).
+ * Measures several (server, request) pairs in alternating slices (A B C A B C …), so that none
+ * always runs second — on a busier machine, or on a table the one before it just grew — and
+ * ratios between them hold even when other work comes and goes on the machine (issue #13).
+ * `pairs`: [{ server, request }]. Each pair gets its own warm-up, then `rounds` slices of
+ * duration/rounds seconds (at least 1); its row adds the slices up (requests/s over the whole
+ * time; p50 the mean of the slices', p99 the worst slice's, peak RSS the highest).
  */
-export async function measureAlternating(server, requests, load, rounds = 2) {
+export async function measureAlternating(pairs, load, rounds = alternatingRounds(load)) {
   const slice = { ...load, warmup: 0, duration: Math.max(1, Math.round(load.duration / rounds)) };
-  const slices = requests.map(() => []);
-  for (const request of requests) if (load.warmup > 0) await measure(server, request, { ...load, duration: load.warmup, warmup: 0 });
+  const slices = pairs.map(() => []);
+  for (const { server, request } of pairs) if (load.warmup > 0) await measure(server, request, { ...load, duration: load.warmup, warmup: 0 });
   for (let round = 0; round < rounds; round++) {
-    for (const [index, request] of requests.entries()) slices[index].push(await measure(server, request, slice));
+    for (const [index, { server, request }] of pairs.entries()) slices[index].push(await measure(server, request, slice));
   }
   return slices.map((parts) => {
     const add = (name) => parts.reduce((sum, part) => sum + part[name], 0);
@@ -80,4 +82,9 @@ export async function measureAlternating(server, requests, load, rounds = 2) {
       slices: parts.length,
     };
   });
+}
+
+/** Slices of about 2 s: 5 rounds of a 10 s scenario, 2 rounds of a 1 s one (--quick). */
+function alternatingRounds(load) {
+  return Math.max(2, Math.min(5, Math.round(load.duration / 2)));
 }

@@ -1,19 +1,24 @@
 // Where a request's time goes: restwire alone, one request shape at a time, with the server's
 // own CPU time per request (user and kernel, from /proc) and, with --prof, a V8 CPU profile
 // summarised by function. Not a comparison with the baseline: that is `npm run bench`.
+// --floor loads bench/floor.js (bare Fastify doing the same database work) instead, so the
+// two profiles can be set side by side (issue #13).
 //
-//   node bench/profile.js --scenario get --scenario post [--duration 8] [--prof] [--top 30]
+//   node bench/profile.js --scenario get --scenario post [--duration 8] [--prof] [--top 30] [--floor]
 //
 // Scenarios: root (GET /api/v1/, the pipeline without a database read), get (one experience),
 // page (a page of 100), post (create with Bearer), basic (create with Basic).
 // BENCH_DATABASE_URL / BENCH_REDIS_URL as for `npm run bench`. Needs Linux for the CPU figures.
 import { copyFileSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import autocannon from 'autocannon';
 import { GET_ONE, GET_PAGE, post } from './http-scenarios.js';
 import { Processes } from './processes.js';
 import { basicAuth, bearerAuth, freshStore, restwireEnv, seedExperiences, startServe } from './restwire.js';
+
+const FLOOR = fileURLToPath(new URL('./floor.js', import.meta.url));
 
 const SCENARIOS = {
   root: () => ({ path: '/api/v1/' }),
@@ -79,6 +84,7 @@ async function main() {
       connections: { type: 'string', default: '50' },
       prof: { type: 'boolean', default: false },
       top: { type: 'string', default: '30' },
+      floor: { type: 'boolean', default: false },
     },
   });
   for (const name of values.scenario) if (!SCENARIOS[name]) throw new Error(`unknown scenario ${name}; one of ${Object.keys(SCENARIOS).join(', ')}`);
@@ -88,12 +94,21 @@ async function main() {
     const store = await freshStore(processes, { databaseUrl: process.env.BENCH_DATABASE_URL, redisUrl: process.env.BENCH_REDIS_URL });
     const profileDir = processes.tempDir('restwire-profile-');
     const nodeArgs = values.prof ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [];
-    const server = await startServe(processes, restwireEnv(store), 'restwire serve', ['serve'], nodeArgs);
-    const bearer = await bearerAuth(server);
-    await seedExperiences(server, bearer.authorization ?? basicAuth, 150);
-    console.log(`restwire on ${store.backend}${store.redisUrl ? ' + Redis' : ''}, ${values.connections} connections, ${values.duration} s per scenario after 2 s warm-up`);
+    let server;
+    let bearer = { skipped: 'floor' };
+    if (values.floor) {
+      const env = { PATH: process.env.PATH ?? '', FLOOR_SEED: '150' };
+      if (store.databaseUrl) env.FLOOR_DATABASE_URL = store.databaseUrl;
+      else env.FLOOR_SQLITE_FILE = join(store.dataDir, 'floor.sqlite3');
+      server = await processes.startServer('floor', FLOOR, [], env, { readyPath: GET_ONE.path, nodeArgs });
+    } else {
+      server = await startServe(processes, restwireEnv(store), 'restwire serve', ['serve'], nodeArgs);
+      bearer = await bearerAuth(server);
+      await seedExperiences(server, bearer.authorization ?? basicAuth, 150);
+    }
+    console.log(`${values.floor ? 'floor (bench/floor.js)' : 'restwire'} on ${store.backend}${store.redisUrl ? ' + Redis' : ''}, ${values.connections} connections, ${values.duration} s per scenario after 2 s warm-up`);
     for (const name of values.scenario) {
-      const { path, ...request } = SCENARIOS[name](bearer.authorization ?? basicAuth);
+      const { path, ...request } = SCENARIOS[name](values.floor ? null : bearer.authorization ?? basicAuth);
       const options = { url: `${server.url}${path}`, connections: Number(values.connections), ...request };
       await autocannon({ ...options, duration: 2 });
       const before = cpuSeconds(server.pid);
@@ -111,7 +126,7 @@ async function main() {
       if (!file) throw new Error('the server wrote no profile');
       const outDir = new URL('./out/', import.meta.url).pathname;
       mkdirSync(outDir, { recursive: true });
-      const kept = join(outDir, 'restwire.cpuprofile');
+      const kept = join(outDir, values.floor ? 'floor.cpuprofile' : 'restwire.cpuprofile');
       copyFileSync(join(profileDir, file), kept);
       console.log(`\nprofile: ${kept} (open in Chrome DevTools › Performance, or speedscope)`);
       summarise(kept, Number(values.top));

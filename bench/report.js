@@ -3,24 +3,21 @@ import { PEAK_RSS_TARGET_MIB } from './http-scenarios.js';
 
 const dash = '–';
 const show = (value, suffix = '') => (value === null || value === undefined ? dash : `${value}${suffix}`);
-const percent = (ratio) => (ratio === null || ratio === undefined ? dash : `${Math.round(ratio * 100)} %`);
+const ratio = (value) => (value === null || value === undefined ? dash : `${value.toFixed(2)}×`);
 
 /** The request scenarios as header + cells. */
 function httpCells(http) {
-  const header = ['Scenario', 'req/s', 'p50 ms', 'p99 ms', 'non-2xx', 'peak RSS MiB', 'vs baseline', 'target', 'note'];
+  const header = ['Scenario', 'req/s', 'p50 ms', 'p99 ms', 'non-2xx', 'peak RSS MiB', 'vs memory', 'vs floor', 'note'];
   const rows = http.rows.map((row) => {
     if (row.skipped) return [row.name, dash, dash, dash, dash, dash, dash, dash, `skipped: ${row.skipped}`];
-    const target = row.target
-      ? `${row.id === 'restwire-post-basic' ? 'vs Bearer ' : ''}≥ ${percent(row.target.ratio)}: ${row.target.met ? 'met' : 'NOT met'}`
-      : dash;
     const notes = [];
     if (row.flagged) {
       const codes = Object.entries(row.statusCodes).map(([code, count]) => `${count}×${code}`).join(', ');
-      notes.push(`FLAGGED: ${row.non2xx} non-2xx, ${row.errors} errors, ${row.timeouts} timeouts (${codes})`);
+      notes.push(`FLAGGED: ${row.requests} answered, ${row.non2xx} non-2xx, ${row.errors} errors, ${row.timeouts} timeouts (${codes})`);
     }
-    if (row.rssMet === false) notes.push(`RSS over ${PEAK_RSS_TARGET_MIB} MiB`);
-    if (row.vsBearer !== undefined) notes.push(`${percent(row.vsBearer)} of Bearer`);
+    if (row.rssMet === false && row.server === 'restwire') notes.push(`RSS over ${PEAK_RSS_TARGET_MIB} MiB`);
     if (row.note) notes.push(row.note);
+    const reference = row.server === 'restwire' ? null : dash;
     return [
       row.name,
       show(row.requestsPerSecond),
@@ -28,9 +25,29 @@ function httpCells(http) {
       show(row.p99Ms),
       show(row.non2xx),
       show(row.peakRssMiB),
-      row.server === 'baseline' ? 'baseline' : percent(row.vsBaseline),
-      target,
+      reference ?? ratio(row.vsBaseline),
+      reference ?? ratio(row.vsFloor),
       notes.join('; '),
+    ];
+  });
+  return { header, rows };
+}
+
+/** The targets of issue #13 as header + cells: the figure, what it is compared with, met or not. */
+function targetCells(http) {
+  const header = ['Target', 'restwire', 'compared with', 'ratio', 'met?'];
+  const rows = http.targets.map((target) => {
+    if (target.rss) {
+      return [target.label, show(target.figure, ' MiB'), `${target.reference} MiB`, ratio(target.measured),
+        target.met === null ? dash : target.met ? `met (highest: ${target.scenario})` : `NOT met (highest: ${target.scenario})`];
+    }
+    const of = http.rows.find((row) => row.id === target.of);
+    return [
+      target.label,
+      show(target.figure, ' req/s'),
+      `${show(target.reference, ' req/s')} (${of?.name ?? target.of})`,
+      ratio(target.measured),
+      target.met === null ? dash : target.met ? 'met' : 'NOT met',
     ];
   });
   return { header, rows };
@@ -101,8 +118,10 @@ function markdownTable({ header, rows }) {
 export function textReport(report) {
   const parts = [];
   if (report.http) {
-    parts.push(`Requests (restwire${report.http.workers != null ? ` serve --workers ${report.http.workers}` : ''} on ${report.http.backend}${report.http.redis ? ' + Redis' : ''}; ${report.load.connections} connections, ${report.load.duration} s each after ${report.load.warmup} s warm-up)`);
+    parts.push(`Requests (restwire${report.http.workers != null ? ` serve --workers ${report.http.workers}` : ''} on ${report.http.backend}${report.http.redis ? ' + Redis' : ''}; ${report.load.connections} connections, ${report.load.duration} s each after ${report.load.warmup} s warm-up, the servers of a scenario in alternating slices)`);
     parts.push(textTable(httpCells(report.http)));
+    parts.push(`\nTargets (issue #13)`);
+    parts.push(textTable(targetCells(report.http)));
   }
   if (report.webhooks) {
     parts.push(`\nWebhooks (${report.webhooks.hooks} receivers answering 204; an event = one delivery to one webhook${report.webhooks.redis ? '; REDIS_URL set' : ''})`);
@@ -124,9 +143,12 @@ export function markdownReport(report) {
   if (report.http) {
     parts.push(
       `- Requests: restwire${report.http.workers != null ? ` serve --workers ${report.http.workers}` : ''} on ${report.http.backend}${report.http.redis ? ' + Redis' : ''} (${report.http.seeded} seeded experiences), ` +
-        `autocannon ${report.load.connections} connections, pipelining 1, ${report.load.duration} s per scenario after ${report.load.warmup} s warm-up`,
+        `autocannon ${report.load.connections} connections, pipelining 1, ${report.load.duration} s per server and scenario after ${report.load.warmup} s warm-up, ` +
+        'restwire, the memory baseline (bench/baseline.js) and the floor of its database (bench/floor.js) in alternating slices',
       '',
       markdownTable(httpCells(report.http)),
+      '',
+      markdownTable(targetCells(report.http)),
     );
   }
   if (report.webhooks) {

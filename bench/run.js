@@ -1,5 +1,5 @@
-// `npm run bench` (issue #6): restwire against a bare-Fastify baseline on this machine, then
-// webhook throughput. Prints the tables, writes bench/out/latest.json and appends a section to
+// `npm run bench` (issues #6, #13): restwire against a bare-Fastify memory baseline and the
+// floor of its own database stack on this machine, then webhook throughput. Prints the tables, writes bench/out/latest.json and appends a section to
 // bench/RESULTS.md (unless --no-write). Every child process, temp folder and database it makes
 // is removed on the way out, on error and on Ctrl-C too.
 import { appendFileSync, existsSync, mkdirSync, writeFileSync } from 'node:fs';
@@ -35,9 +35,11 @@ const OUT_DIR = new URL('./out/', import.meta.url);
 const RESULTS_HEADER = `# Benchmark results
 
 Appended by \`npm run bench\` (bench/run.js); newest last. Each section is one run on one
-machine: restwire and a bare-Fastify baseline (bench/baseline.js, answering the same shapes
-from memory) loaded in turn by autocannon on 127.0.0.1, so the load generator shares the
-machine's cores with the server. Compare ratios within a section, not figures across machines.
+machine: for each request scenario, restwire, a bare-Fastify baseline answering the same shapes
+from memory (bench/baseline.js) and the floor of restwire's database (bench/floor.js: bare
+Fastify doing the same SQL with the same driver) loaded in alternating slices by autocannon on
+127.0.0.1, so the load generator shares the machine's cores with the servers. Compare ratios
+within a section, not figures across machines.
 
 `;
 
