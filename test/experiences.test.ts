@@ -366,7 +366,7 @@ describe.each(BACKENDS)('experiences API on %s', (backend) => {
       expect(wildcard.results).toHaveLength(0);
     });
 
-    it.each(['limit=0', 'limit=101', 'limit=abc', 'ordering=bogus', 'ordering=-owner', 'cursor=forged', 'owner=abc'])(
+    it.each(['limit=0', 'limit=101', 'limit=abc', 'ordering=bogus', 'ordering=constructor', 'ordering=__proto__', 'ordering=-owner', 'cursor=forged', 'owner=abc'])(
       'answers 400 to %s',
       async (query) => {
         const response = await api(`/api/v1/experiences/?${query}`);

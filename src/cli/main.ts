@@ -112,7 +112,7 @@ withFolders(program
 withFolders(program
   .command('makemigrations')
   .description('write one migration file describing how the declarations differ from the migrations folder')
-  .option('--name <name>', 'a name for the new file (letters, digits, _)', parseMigrationName)
+  .option('--name <name>', 'a name for the new file (lowercase letters, digits, _)', parseMigrationName)
   .option('--rename <rename>', 'a renamed field, COLLECTION.OLD:NEW (repeat for several)', collectRename, []))
   .action(async (options: { name?: string; rename: FieldRename[] } & FolderOptions) => {
     const config = loadConfig(process.env, options);
@@ -211,7 +211,7 @@ program
   });
 
 function parseMigrationName(value: string): string {
-  if (!/^[A-Za-z0-9_]{1,64}$/.test(value)) throw new InvalidArgumentError('expected letters, digits and _ (at most 64)');
+  if (!/^[a-z0-9_]{1,64}$/.test(value)) throw new InvalidArgumentError('expected lowercase letters, digits and _ (at most 64)');
   return value;
 }
 

@@ -91,7 +91,9 @@ export function parsePageRequest(
 
   const orderingName = query.ordering === undefined ? defaultOrdering : String(query.ordering);
   const descending = orderingName.startsWith('-');
-  const column = orderings[descending ? orderingName.slice(1) : orderingName];
+  const orderingField = descending ? orderingName.slice(1) : orderingName;
+  // Own names only: `?ordering=constructor` must not find Object.prototype's.
+  const column = Object.hasOwn(orderings, orderingField) ? orderings[orderingField] : undefined;
   if (column === undefined) {
     const names = Object.keys(orderings).flatMap((name) => [name, `-${name}`]);
     errors.ordering = [`Must be one of: ${names.join(', ')}.`];

@@ -47,6 +47,8 @@ export interface Field {
   readonly type: FieldType;
   /** The options as declared (checked for unknown names when the declaration is loaded). */
   readonly options: Readonly<Record<string, unknown>>;
+  /** The options this type takes besides the common ones. */
+  readonly ownOptions: readonly string[];
   readonly required: boolean;
   readonly nullable: boolean;
   readonly unique: boolean;
@@ -149,6 +151,7 @@ function makeField(options: CommonOptions<unknown> & Record<string, unknown>, sp
     [FIELD]: true,
     type: spec.type,
     options,
+    ownOptions: spec.own,
     required: options.readOnly ? false : required,
     nullable,
     unique: options.unique === true,
@@ -679,24 +682,9 @@ export const field: typeof constructors = new Proxy(
   },
 );
 
-/** Option names a field of this type accepts: unknown ones are declaration errors. */
-export function optionsOf(type: FieldType): readonly string[] {
-  const own: Record<FieldType, readonly string[]> = {
-    string: ['maxLength', 'minLength', 'pattern', 'blank'],
-    text: ['maxLength', 'minLength'],
-    integer: ['min', 'max'],
-    decimal: ['maxDigits', 'decimalPlaces'],
-    boolean: [],
-    date: ['min', 'max'],
-    datetime: ['min', 'max'],
-    email: ['maxLength'],
-    url: ['maxLength'],
-    choice: [],
-    json: ['maxBytes'],
-    reference: ['onDelete'],
-    references: ['maxItems'],
-  };
-  return [...COMMON_OPTIONS, ...own[type]];
+/** Option names a field accepts: unknown ones are declaration errors. */
+export function optionsOf(declared: Field): readonly string[] {
+  return [...COMMON_OPTIONS, ...declared.ownOptions];
 }
 
 export { FIELD_TYPES };

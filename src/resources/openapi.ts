@@ -542,7 +542,7 @@ export function buildOpenApi({ resources, filters, views, version, title = 'rest
 const ACTOR: SchemaObject = {
   type: 'object',
   required: ['login', 'id'],
-  properties: { login: { type: 'string' }, id: { type: 'integer', minimum: 1 } },
+  properties: { login: { type: 'string' }, id: { type: 'integer', minimum: 0, description: 'The user; 0 for an anonymous caller a collection lets write.' } },
 };
 
 /** One event a webhook may subscribe to, as the catalog (`GET /api/v1/events/`) lists it. */

@@ -4,10 +4,16 @@
 // Whatever needs every collection at once is checked here: reference targets, reverse lists,
 // duplicate names and event names. Errors name the file, the collection and the field.
 
-import type { CollectionState, FieldState, SchemaState } from '../db/schema-state.js';
+import { joinTableOf, type CollectionState, type FieldState, type SchemaState } from '../db/schema-state.js';
 import { experiences } from './experiences.js';
 import { DeclarationError, type Resource } from './resource.js';
 import { usersOwning } from './users.js';
+
+/** restwire's own tables (db/migrations.ts, and Kysely's and the user migrator's bookkeeping). */
+const OWN_TABLES = [
+  'users', 'experiences', 'settings', 'sessions', 'refresh_tokens', 'webhooks', 'deliveries',
+  'kysely_migration', 'kysely_migration_lock', 'restwire_user_migration', 'restwire_user_migration_lock',
+];
 
 /** A declaration and the file it came from (none for restwire's own). */
 export interface LoadedDeclaration {
@@ -52,6 +58,30 @@ export function buildRegistry(declared: readonly LoadedDeclaration[] | null): Re
         throw new RegistryError(file, new DeclarationError(resource.name, null, `event "${resource.event}" is also the event of "${other.resource.name}" (${other.file ?? 'restwire'})`));
       }
       byEvent.set(resource.event, entry);
+    }
+  }
+  // Tables restwire keeps for itself, and every join table: a collection may not take their names.
+  const taken = new Map<string, string>(OWN_TABLES.map((name) => [name, 'restwire']));
+  for (const { resource } of loaded) {
+    for (const [field, declared] of Object.entries(resource.fields)) {
+      if (declared.type === 'references') taken.set(joinTableOf(resource.table, field), `the join table of ${resource.name}.${field}`);
+    }
+  }
+  const eventIds = new Map<number, LoadedDeclaration>();
+  for (const entry of loaded) {
+    const { resource, file } = entry;
+    const holder = taken.get(resource.table);
+    if (holder && !resource.builtin) {
+      throw new RegistryError(file, new DeclarationError(resource.name, null, `the table "${resource.table}" is already ${holder === 'restwire' ? "one of restwire's own" : holder}; choose another name`));
+    }
+    if (resource.eventId !== undefined) {
+      const other = eventIds.get(resource.eventId);
+      if (other) throw new RegistryError(file, new DeclarationError(resource.name, null, `eventId ${resource.eventId} is also the eventId of "${other.resource.name}"`));
+      eventIds.set(resource.eventId, entry);
+    }
+    // An owner is the user who created the record: there is none for an anonymous create.
+    if (resource.owner && resource.actions.includes('create') && resource.permission.hasPermission({ method: 'POST', user: null })) {
+      throw new RegistryError(file, new DeclarationError(resource.name, null, 'owner: true needs a permission that refuses anonymous creates (e.g. permission.authenticatedOrReadOnly)'));
     }
   }
   const collections = loaded.map((entry) => entry.resource);

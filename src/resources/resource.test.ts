@@ -60,3 +60,27 @@ describe('defineResource (RESOURCES.md §1)', () => {
     expect(registry.users.related).toEqual({ authors: { collection: 'authors', field: 'owner' } });
   });
 });
+
+describe('declarations that cannot be served (review findings)', () => {
+  const authors = () => defineResource({ name: 'authors', fields: { name: field.string({ maxLength: 50 }) } });
+
+  it('refuses default null without nullable, contains on a number, eventId without event', () => {
+    expect(() => defineResource(books({ fields: { title: field.string({ maxLength: 5, default: null }) } }))).toThrow(/field "title": default: null needs nullable/);
+    expect(() => defineResource(books({ fields: { year: field.integer() }, filters: { year: ['contains'] } }))).toThrow(/field "year": "contains" needs a text field/);
+    expect(() => defineResource(books({ eventId: 5 }))).toThrow(/eventId .* needs an event/);
+  });
+
+  it('refuses a table restwire or a join table already uses, a shared eventId, an owner anonymous callers could create', () => {
+    expect(() => buildRegistry([{ resource: defineResource({ name: 'sessions', fields: {} }), file: 's.ts' }])).toThrow(/s.ts: collection "sessions": the table "sessions" is already one of restwire's own/);
+    const shelves = defineResource({ name: 'shelves', fields: { books: field.references('authors') } });
+    const joins = defineResource({ name: 'shelves_books', fields: {} });
+    expect(() => buildRegistry([{ resource: authors(), file: null }, { resource: shelves, file: null }, { resource: joins, file: 'j.ts' }])).toThrow(
+      /the join table of shelves.books/,
+    );
+    const a = defineResource({ name: 'a_things', fields: {}, event: 'a_thing', eventId: 9 });
+    const b = defineResource({ name: 'b_things', fields: {}, event: 'b_thing', eventId: 9 });
+    expect(() => buildRegistry([{ resource: a, file: null }, { resource: b, file: 'b.ts' }])).toThrow(/eventId 9 is also the eventId of "a_things"/);
+    const open = defineResource({ name: 'notes', fields: {}, owner: true, permission: { name: 'any', hasPermission: () => true, hasObjectPermission: () => true } });
+    expect(() => buildRegistry([{ resource: open, file: 'n.ts' }])).toThrow(/owner: true needs a permission that refuses anonymous creates/);
+  });
+});

@@ -102,6 +102,8 @@ const OPTION_NAMES = new Set([
   'name', 'label', 'description', 'fields', 'owner', 'permission', 'orderings', 'defaultOrdering', 'filters',
   'search', 'event', 'eventId', 'related', 'timestamps', 'actions',
 ]);
+/** Field types stored as text, which `contains` and `search` can look in. */
+const TEXT_TYPES: readonly string[] = ['string', 'text', 'email', 'url', 'choice'];
 /** Columns every record may have besides its fields; no field may take their names. */
 const IMPLICIT = new Set(['url', 'id', 'owner', 'created_at', 'updated_at']);
 
@@ -160,11 +162,15 @@ function checkDeclaration(options: ResourceOptions & { table?: string }, { built
     if (IMPLICIT.has(fieldName)) fail(fieldName, `"${fieldName}" is set by restwire on every record; choose another name`);
     if (!isField(value)) fail(fieldName, `unknown field type: use one of field.${FIELD_TYPES.join(', field.')}`);
     if (isInvalidField(value)) fail(fieldName, value.invalid);
-    const allowed = optionsOf(value.type);
+    const allowed = optionsOf(value);
     for (const option of Object.keys(value.options)) {
       if (!allowed.includes(option)) fail(fieldName, `unknown option "${option}" for field.${value.type} (it takes ${allowed.join(', ')})`);
     }
     if (value.readOnly && value.writeOnly) fail(fieldName, 'a field cannot be both readOnly and writeOnly');
+    if (value.hasDefault && value.defaultValue === null && !value.nullable) fail(fieldName, 'default: null needs nullable: true');
+    if (!builtin && value.readOnly && value.options.required === true && !value.hasDefault) {
+      fail(fieldName, 'a readOnly field nobody writes needs a default to be required');
+    }
     if (value.type === 'references' && value.unique) fail(fieldName, 'a references field cannot be unique');
     fields[fieldName] = value;
   }
@@ -191,18 +197,25 @@ function checkDeclaration(options: ResourceOptions & { table?: string }, { built
       fail(field, `cannot filter on "${field}": no such field, or one that cannot be filtered (json, write-only)`);
     }
     if (!Array.isArray(lookups) || lookups.length === 0) fail(field, 'a filter needs a list of lookups, e.g. ["exact"]');
-    for (const lookup of lookups) if (!(LOOKUPS as readonly string[]).includes(lookup)) fail(field, `unknown lookup "${lookup}" (use ${LOOKUPS.join(', ')})`);
+    for (const lookup of lookups) {
+      if (!(LOOKUPS as readonly string[]).includes(lookup)) fail(field, `unknown lookup "${lookup}" (use ${LOOKUPS.join(', ')})`);
+      // contains compares text: lower() of a number column is an error on PostgreSQL.
+      if ((lookup === 'contains' || lookup === 'icontains') && !(declared && TEXT_TYPES.includes(declared.type))) {
+        fail(field, `"${lookup}" needs a text field (${TEXT_TYPES.join(', ')})`);
+      }
+    }
     filters[field] = [...new Set(lookups)];
   }
   const search = options.search ?? [];
   for (const field of search) {
     const declared = fields[field];
-    if (!declared || !['string', 'text', 'email', 'url', 'choice'].includes(declared.type)) fail(field, `search needs text fields; "${field}" is not one`);
+    if (!declared || !TEXT_TYPES.includes(declared.type)) fail(field, `search needs text fields; "${field}" is not one`);
   }
   if (options.event !== undefined && (typeof options.event !== 'string' || !NAME.test(options.event) || options.event === 'ping')) {
     fail(null, 'event must match [a-z][a-z0-9_]* and not be "ping"');
   }
   if (options.eventId !== undefined && (!Number.isSafeInteger(options.eventId) || options.eventId < 1)) fail(null, 'eventId must be a positive whole number');
+  if (options.eventId !== undefined && options.event === undefined) fail(null, 'eventId names the repository.id of events: it needs an event');
   const actions = options.actions ?? ALL_ACTIONS;
   for (const action of actions) if (!ALL_ACTIONS.includes(action)) fail(null, `unknown action "${action}"`);
   for (const [relatedName, relation] of Object.entries(options.related ?? {})) {

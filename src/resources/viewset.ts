@@ -71,6 +71,12 @@ function nullsAs(field: Field): string | number | undefined {
   return ['integer', 'decimal', 'boolean', 'reference'].includes(field.type) ? -Number.MAX_SAFE_INTEGER - 1 : '';
 }
 
+/**
+ * Who acts when a declaration's permission lets an anonymous caller write: events name them as
+ * the sender `anonymous` (id 0). A collection with `owner` refuses such a permission (registry.ts).
+ */
+const ANONYMOUS: Change['actor'] = { id: 0, username: 'anonymous', passwordChangedAt: 0 };
+
 const sameValue = (a: unknown, b: unknown): boolean => a === b || JSON.stringify(a) === JSON.stringify(b);
 
 /**
@@ -90,8 +96,9 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
   const writable = fieldEntries.filter(([, field]) => !field.readOnly);
   const manyFields = fieldEntries.filter(([, field]) => field.type === 'references');
   const hasRelations = manyFields.length > 0 || Object.keys(resource.related).length > 0;
-  const orderings = Object.fromEntries(
-    resource.orderings.map((name) => [name, resource.fields[name] ? columnOf(name, resource.fields[name])! : name]),
+  const orderings: Record<string, string> = Object.assign(
+    Object.create(null) as Record<string, string>,
+    Object.fromEntries(resource.orderings.map((name) => [name, resource.fields[name] ? columnOf(name, resource.fields[name])! : name])),
   );
   const filters = new Map(buildFilters(resource, context).map((filter) => [filter.param, filter]));
   const label = resource.label.toLowerCase();
@@ -284,7 +291,8 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
     if (code === '23505' || code === 'SQLITE_CONSTRAINT_UNIQUE') {
       for (const [name, field] of fieldEntries) {
         const column = columnOf(name, field);
-        if (column && (constraint === uniqueIndexOf(table, column) || message?.includes(`${table}.${column}`))) {
+        // PostgreSQL names the index; SQLite says "UNIQUE constraint failed: books.isbn".
+        if (column && (constraint === uniqueIndexOf(table, column) || new RegExp(`: ${table}\\.${column}$`).test(message ?? ''))) {
           return new ValidationError({ [name]: [uniqueMessage(name)] });
         }
       }
@@ -300,7 +308,16 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
    * refuses with 409, cascade deletes the referring records (each with its `deleted` event),
    * setNull clears the references (each record with an `updated` event). All in `trx`.
    */
-  async function deleteRecord(trx: DynamicDb, row: Row, before: Record<string, unknown>, notify: Notify, actor: Change['actor']): Promise<void> {
+  async function deleteRecord(
+    trx: DynamicDb,
+    row: Row,
+    before: Record<string, unknown>,
+    notify: Notify,
+    actor: Change['actor'],
+    /** Records this delete is already deleting (`table:id`): a cascade that comes back to one is a cycle. */
+    deleting: Set<string> = new Set(),
+  ): Promise<void> {
+    deleting.add(`${table}:${row.id}`);
     // Before its delete rules change what refers to it (a filter may read its references).
     await notify.before(trx, resource, row.id);
     const referrers = referrersOf(resource.name, collections);
@@ -326,9 +343,15 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
         .orderBy('id')
         .execute()) as Row[];
       for (const child of referring) {
+        if (deleting.has(`${referrer.resource.table}:${child.id}`)) {
+          // Records that cascade to each other cannot go in any order the foreign keys allow.
+          throw new Conflict(
+            `Cannot delete this ${label}: it and ${recordPath(referrer.resource.name, child.id)} refer to each other with onDelete 'cascade'. Clear one of the references first.`,
+          );
+        }
         const childBefore = await other.representOne(child, trx);
         if (referrer.onDelete === 'cascade') {
-          await other.deleteRecord(trx, child, childBefore, notify, actor);
+          await other.deleteRecord(trx, child, childBefore, notify, actor, deleting);
         } else {
           await notify.before(trx, referrer.resource, child.id);
           const updated = (await trx
@@ -367,7 +390,7 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
       for (const [name, field] of fieldEntries) {
         if (!(name in values)) values[name] = field.hasDefault ? field.defaultValue : field.type === 'references' ? [] : null;
       }
-      const user = request.user!;
+      const user = request.user ?? ANONYMOUS;
       const now = Date.now();
       const record = await writeTransaction(async (trx, notify) => {
         await checkAgainstStored(trx, data, values, errors, null);
@@ -408,7 +431,7 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
       async handle(request) {
         const id = parseId(request.params.id);
         const data = await request.data();
-        const user = request.user!;
+        const user = request.user ?? ANONYMOUS;
         const record = await writeTransaction(async (trx, notify) => {
           const row = await loadRow(trx, id, true);
           checkObjectPermission(request, row);
@@ -443,7 +466,7 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
     permission: resource.permission,
     async handle(request) {
       const id = parseId(request.params.id);
-      const user = request.user!;
+      const user = request.user ?? ANONYMOUS;
       await writeTransaction(async (trx, notify) => {
         const row = await loadRow(trx, id, true);
         checkObjectPermission(request, row);

@@ -22,14 +22,21 @@ export async function assignRepositoryIds(storage: Storage, collections: readonl
   const pending = collections.filter((resource) => resource.event && resource.eventId === undefined);
   if (pending.length === 0) return ids;
   const key = (name: string) => `repository_id:${name}`;
+  const LOCK = 'repository_ids_lock';
+  // A row to lock, so processes starting together hand numbers out one at a time.
+  await storage.db.insertInto('settings').values({ key: LOCK, value: '' }).onConflict((oc) => oc.column('key').doNothing()).execute();
   await storage.db.transaction().execute(async (trx) => {
-    // Held while numbers are handed out, so processes starting together agree.
-    await storage.lockForUpdate(trx.selectFrom('settings').select('key').where('key', '=', 'secret_key')).execute();
+    await storage.lockForUpdate(trx.selectFrom('settings').select('key').where('key', '=', LOCK)).execute();
     const kept = await trx.selectFrom('settings').select(['key', 'value']).where('key', 'like', 'repository_id:%').execute();
-    const known = new Map(kept.map((row) => [row.key, Number(row.value)]));
+    const known = new Map(kept.map((row) => [row.key.slice('repository_id:'.length), Number(row.value)]));
+    // A fixed eventId may not take a number already given to another collection.
+    for (const [name, id] of ids) {
+      const holder = [...known].find(([other, given]) => given === id && other !== name);
+      if (holder) throw new Error(`eventId ${id} of "${name}" is already the repository.id of "${holder[0]}"; choose another eventId`);
+    }
     let next = Math.max(1, ...ids.values(), ...known.values()) + 1;
     for (const resource of pending) {
-      let id = known.get(key(resource.name));
+      let id = known.get(resource.name);
       if (id === undefined) {
         id = next++;
         await trx.insertInto('settings').values({ key: key(resource.name), value: String(id) }).execute();
