@@ -48,6 +48,15 @@ describe('HTTP hardening', () => {
     await database?.drop();
   });
 
+  // Found by the hostile-input drill: a dashboard page was handed OPTIONS metadata and threw.
+  it('describes the webhook and delivery views to a browser asking OPTIONS (no 500)', async () => {
+    for (const path of ['/api/v1/webhooks/', '/api/v1/webhooks/1/', '/api/v1/webhooks/1/deliveries/', '/api/v1/webhooks/1/deliveries/1/']) {
+      const response = await api(path, { method: 'OPTIONS', headers: { accept: 'text/html' } });
+      expect(response.status, path).toBe(200);
+      expect(response.headers.get('content-type'), path).toMatch(/^text\/html/);
+    }
+  });
+
   it('answers oversized headers with a 431 problem+json, not Node’s own body', async () => {
     const request = `GET /api/v1/ HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`;
     const answer = parseRaw(await rawExchange(server.port, Buffer.from(request)));

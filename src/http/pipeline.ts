@@ -215,6 +215,7 @@ function render(request: FastifyRequest, reply: FastifyReply, view: View, respon
     RENDERERS[mediaType]!(response.body, {
       columns: view.columns ?? [],
       title: view.name,
+      method: request.method,
       path: `${request.api!.path}${request.api!.query}`,
       status,
       allow: allowedMethods(view),

@@ -12,6 +12,8 @@ export interface RenderContext {
   /** Column order for CSV: the resource's declared fields. */
   columns: readonly string[];
   title: string;
+  /** The request's method: a page drawn for a GET's body must not be handed an OPTIONS description. */
+  method: string;
   /** The request URL, query string included. */
   path: string;
   status: number;

@@ -27,7 +27,10 @@ const titleOf = (context: RenderContext) => (context.view.path === LOGIN_PATH ? 
 
 /** Renders a response body as a browsable page. */
 export function renderBrowsable(body: unknown, context: RenderContext): string {
-  const page = PAGES[context.view.path] ?? resourcePage;
+  // A dashboard draws a GET's 200 body; anything else (OPTIONS metadata, a 201, a 202) is shown
+  // by the generic page, which renders any JSON.
+  const read = (context.method === 'GET' || context.method === 'HEAD') && context.status === 200;
+  const page = (read ? PAGES[context.view.path] : undefined) ?? resourcePage;
   return layout({ title: titleOf(context), path: context.path, user: context.user, main: page(body, context) });
 }
 
