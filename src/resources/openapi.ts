@@ -397,12 +397,24 @@ function resourceOperation(resource: Resource, view: View, action: ActionName, q
         parameters: [ref('parameters', 'If-None-Match')],
         responses: { '200': success('The record.', ETAG, detailBody), ...NOT_MODIFIED, ...problems(401, 403, 404, 406, 429) },
       };
-    case 'create':
+    case 'create': {
+      // Members only the create shows (a webhook's secret, once, with `Cache-Control: no-store`).
+      const shown = resource.createShows;
+      const created = shown.length
+        ? content(view.mediaTypes, {
+            allOf: [
+              ref('schemas', label),
+              { type: 'object', required: [...shown], properties: Object.fromEntries(shown.map((name) => [name, { type: 'string', description: 'Shown here, once.' }])) },
+            ],
+          })
+        : body;
+      const headers = { Location: ref('headers', 'Location'), ...(shown.length ? { 'Cache-Control': ref('headers', 'Cache-Control') } : {}) };
       return {
         action,
         requestBody: requestBody(ref('schemas', `${label}Request`), true),
-        responses: { '201': success('Created.', { Location: ref('headers', 'Location') }, body), ...problems(400, 401, 403, 406, 413, 415, 429) },
+        responses: { '201': success('Created.', headers, created), ...problems(400, 401, 403, 406, 413, 415, 429) },
       };
+    }
     case 'update':
     case 'partial_update':
       return {

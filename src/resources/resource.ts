@@ -114,6 +114,10 @@ export interface BuiltinOptions extends ResourceOptions {
   nestedUnder?: NestedUnder;
   /** Fields only the record view shows (a delivery's request and response). */
   detailOnly?: string[];
+  /** The record view's description, when not the collection's. */
+  recordDescription?: string;
+  /** Members only the 201 of a create shows, added by `afterCreate` (a webhook's secret, shown once). */
+  createShows?: string[];
   hooks?: ViewSetHooks;
   extraActions?: ExtraAction[];
 }
@@ -153,6 +157,8 @@ export interface Resource {
   readonly builtin: boolean;
   readonly nestedUnder?: NestedUnder;
   readonly detailOnly: readonly string[];
+  readonly createShows: readonly string[];
+  readonly recordDescription: string;
   readonly hooks: ViewSetHooks;
   readonly extraActions: readonly ExtraAction[];
 }
@@ -213,7 +219,7 @@ export function defineBuiltinResource(options: BuiltinOptions): Resource {
   return checkDeclaration(options, { builtin: true });
 }
 
-const BUILTIN_OPTIONS = new Set(['table', 'nestedUnder', 'detailOnly', 'hooks', 'extraActions']);
+const BUILTIN_OPTIONS = new Set(['table', 'nestedUnder', 'detailOnly', 'recordDescription', 'createShows', 'hooks', 'extraActions']);
 
 function checkDeclaration(options: BuiltinOptions, { builtin }: { builtin: boolean }): Resource {
   if (typeof options !== 'object' || options === null) throw new DeclarationError('?', null, 'defineResource needs an object');
@@ -310,6 +316,8 @@ function checkDeclaration(options: BuiltinOptions, { builtin }: { builtin: boole
     builtin,
     ...(options.nestedUnder ? { nestedUnder: options.nestedUnder } : {}),
     detailOnly: options.detailOnly ?? [],
+    createShows: options.createShows ?? [],
+    recordDescription: options.recordDescription ?? options.description ?? '',
     hooks: options.hooks ?? {},
     extraActions: options.extraActions ?? [],
   };

@@ -516,7 +516,8 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
     path: collectionPath,
     actions: { ...(has('list') ? { GET: list } : {}), ...(has('create') ? { POST: create } : {}) },
     mediaTypes: RECORD_MEDIA_TYPES,
-    columns,
+    // The 201 of a create may show more (a webhook's secret); CSV shows it there too.
+    columns: [...columns, ...resource.createShows],
     metadata: metadata('POST'),
     listControls: {
       orderings: resource.orderings.flatMap((name) => [name, `-${name}`]),
@@ -527,7 +528,7 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
 
   const detail: View = {
     name: `${resource.label} Instance`,
-    description: resource.description,
+    description: resource.recordDescription,
     path: recordRouteOf(resource),
     actions: {
       ...(has('retrieve') ? { GET: retrieve } : {}),

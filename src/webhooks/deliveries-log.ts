@@ -123,7 +123,8 @@ export function deliveriesResource({ storage, wake }: { storage: Parameters<type
   return defineBuiltinResource({
     name: 'deliveries',
     label: 'Delivery',
-    description: "A webhook's deliveries, newest first; filter with `status`. One delivery shows its request and response (the body capped at 64 KiB).",
+    description: "A webhook's deliveries, newest first; filter with `status`.",
+    recordDescription: 'One delivery with its request and response.',
     table: 'deliveries',
     nestedUnder: { collection: 'webhooks', column: 'webhook_id', param: 'delivery_id' },
     actions: ['list', 'retrieve'],

@@ -198,11 +198,12 @@ export function webhooksResource(options: WebhookOptions): Resource {
     label: 'Webhook',
     description:
       "The caller's webhook subscriptions. `ordering`: `none` (default) or `record`, each record's events delivered one at a time in commit order. " +
-      '`filter`: per event, a query string in that collection\'s list filter language (`{"experience": "search=tea"}`); `updated` is sent when the record matches after the change or matched before it, and the body\'s `filter` says which. ' +
-      'PATCH a new `secret` to rotate it with a 24-hour overlap.',
+      '`filter`: per event, a query string in that collection\'s list filter language (`{"experience": "search=tea"}`); `updated` is sent when the record matches after the change or matched before it, and the body\'s `filter` says which.',
+    recordDescription: 'One webhook subscription. PATCH a new `secret` to rotate it with a 24-hour overlap.',
     fields,
     permission: isAuthenticated,
     timestamps: false,
+    createShows: ['secret'],
     hooks: {
       scope: async (request) => (eb) => eb('owner_id', '=', request.user!.id),
       async validate(values, errors) {
