@@ -29,12 +29,12 @@ import type { RedisStore } from './throttling/redis-store.js';
 import { RequestThrottle, memoryLimiter, type LimiterFactory } from './throttling/request-throttle.js';
 import { VERSION } from './version.js';
 import { eventCatalogView } from './webhooks/catalog.js';
-import { deliveryLogViews } from './webhooks/deliveries-log.js';
+import { deliveriesResource } from './webhooks/deliveries-log.js';
 import { createDispatcher, type Dispatcher } from './webhooks/dispatcher.js';
 import { assignRepositoryIds } from './webhooks/events.js';
 import { outboxListener } from './webhooks/outbox.js';
 import { createSecretBox } from './webhooks/secrets.js';
-import { webhookViews } from './webhooks/subscriptions.js';
+import { webhooksResource } from './webhooks/subscriptions.js';
 
 /** Everything a running server holds, for the CLI to start and stop. */
 export interface App {
@@ -178,19 +178,28 @@ export async function buildApp(config: Config, storage: Storage, options: AppOpt
     userViews.detail,
     ...authViews({ ...auth, users: userStore }),
   ];
-  const webhookOptions = {
-    storage,
-    secrets: secretBox,
-    cursors,
-    allowPrivate: config.webhookAllowPrivate,
-    eventNames: registry.eventNames,
-    eventFilters: new Map(registry.collections.filter((resource) => resource.event).map((resource) => [resource.event!, filtersOf(resource.name)])),
-    wake,
-  };
-  views.push(...webhookViews(webhookOptions), ...deliveryLogViews(webhookOptions), eventCatalogView(registry.all));
+  // Webhooks and their deliveries are declarations served by the same viewset, their hooks
+  // saying what is special (webhooks/subscriptions.ts, deliveries-log.ts). Their changes raise no events.
+  const webhookCollections = [
+    webhooksResource({
+      storage,
+      secrets: secretBox,
+      allowPrivate: config.webhookAllowPrivate,
+      eventNames: registry.eventNames,
+      eventFilters: new Map(registry.collections.filter((resource) => resource.event).map((resource) => [resource.event!, filtersOf(resource.name)])),
+      wake,
+    }),
+    deliveriesResource({ storage, wake }),
+  ];
+  for (const resource of webhookCollections) {
+    const viewSet = buildViewSet(resource, { ...viewSetOptions, listeners: [], collections: webhookCollections });
+    viewSets.set(resource.name, viewSet);
+    views.push(...viewSet.views);
+  }
+  views.push(eventCatalogView(registry.all));
   // API.md §5: generated on first request from the declarations and every view registered here.
   views.push(...docsViews(() => buildOpenApi({
-        resources: registry.all,
+        resources: [...registry.all, ...webhookCollections],
         filters: new Map([...viewSets].map(([name, viewSet]) => [name, viewSet.filters])),
         views,
         version: VERSION,

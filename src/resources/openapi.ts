@@ -4,7 +4,7 @@ import { PROBLEM_TYPE } from '../http/problem-handler.js';
 import { JSON_TYPE } from '../http/renderers.js';
 import type { Method, View } from '../http/view.js';
 import type { QueryFilter } from './filters.js';
-import { representationFields, type ActionName, type Resource } from './resource.js';
+import { collectionPathOf, recordRouteOf, representationFields, type ActionName, type Resource } from './resource.js';
 
 /**
  * The OpenAPI 3.1 document (API.md §5), generated from the resource declarations and the
@@ -242,10 +242,18 @@ function recordPathSchema(collection: string, description: string): SchemaObject
 /** The record representation: every field always present, read-only ones marked. */
 function recordSchema(resource: Resource): SchemaObject {
   const properties: Record<string, SchemaObject> = {
-    url: { ...recordPathSchema(resource.name, 'This record’s own path.'), readOnly: true },
+    url: resource.nestedUnder
+      ? {
+          type: 'string',
+          format: 'uri-reference',
+          pattern: `^/api/v1/${resource.nestedUnder.collection}/[1-9][0-9]*/${resource.name}/[1-9][0-9]*/$`,
+          description: 'This record’s own path.',
+          readOnly: true,
+        }
+      : { ...recordPathSchema(resource.name, 'This record’s own path.'), readOnly: true },
     id: { type: 'integer', minimum: 1, readOnly: true },
   };
-  for (const [name, field] of Object.entries(resource.fields)) if (!field.writeOnly) properties[name] = field.schema();
+  for (const [name, field] of Object.entries(resource.fields)) if (!field.writeOnly && !resource.detailOnly.includes(name)) properties[name] = field.schema();
   if (resource.owner) properties.owner = { ...recordPathSchema('users', 'The user who created it.'), readOnly: true };
   for (const [name, relation] of Object.entries(resource.related)) {
     properties[name] = { type: 'array', readOnly: true, items: recordPathSchema(relation.collection, `A path in ${relation.collection}.`) };
@@ -343,7 +351,7 @@ const RECORD_ACTIONS: Partial<Record<OperationVerb, ActionName>> = { GET: 'retri
  */
 function declaredAction(resources: readonly Resource[], view: View, method: OperationVerb) {
   for (const resource of resources) {
-    const table = view.path === `/api/v1/${resource.name}/` ? COLLECTION_ACTIONS : view.path === `/api/v1/${resource.name}/:id/` ? RECORD_ACTIONS : null;
+    const table = view.path === collectionPathOf(resource) ? COLLECTION_ACTIONS : view.path === recordRouteOf(resource) ? RECORD_ACTIONS : null;
     const action = table?.[method];
     if (action && resource.actions.includes(action)) return { resource, action };
   }
@@ -354,6 +362,7 @@ function declaredAction(resources: readonly Resource[], view: View, method: Oper
 function resourceOperation(resource: Resource, view: View, action: ActionName, queryFilters: readonly QueryFilter[]): OperationParts {
   const { label } = resource;
   const body = content(view.mediaTypes, ref('schemas', label));
+  const detailBody = resource.detailOnly.length ? content(view.mediaTypes, ref('schemas', `${label}Detail`)) : body;
   switch (action) {
     case 'list': {
       const orderings = resource.orderings.flatMap((ordering) => [ordering, `-${ordering}`]);
@@ -386,14 +395,26 @@ function resourceOperation(resource: Resource, view: View, action: ActionName, q
       return {
         action,
         parameters: [ref('parameters', 'If-None-Match')],
-        responses: { '200': success('The record.', ETAG, body), ...NOT_MODIFIED, ...problems(401, 403, 404, 406, 429) },
+        responses: { '200': success('The record.', ETAG, detailBody), ...NOT_MODIFIED, ...problems(401, 403, 404, 406, 429) },
       };
-    case 'create':
+    case 'create': {
+      // Members only the create shows (a webhook's secret, once, with `Cache-Control: no-store`).
+      const shown = resource.createShows;
+      const created = shown.length
+        ? content(view.mediaTypes, {
+            allOf: [
+              ref('schemas', label),
+              { type: 'object', required: [...shown], properties: Object.fromEntries(shown.map((name) => [name, { type: 'string', description: 'Shown here, once.' }])) },
+            ],
+          })
+        : body;
+      const headers = { Location: ref('headers', 'Location'), ...(shown.length ? { 'Cache-Control': ref('headers', 'Cache-Control') } : {}) };
       return {
         action,
         requestBody: requestBody(ref('schemas', `${label}Request`), true),
-        responses: { '201': success('Created.', { Location: ref('headers', 'Location') }, body), ...problems(400, 401, 403, 406, 413, 415, 429) },
+        responses: { '201': success('Created.', headers, created), ...problems(400, 401, 403, 406, 413, 415, 429) },
       };
+    }
     case 'update':
     case 'partial_update':
       return {
@@ -486,7 +507,18 @@ export function buildOpenApi({ resources, filters, views, version, title = 'rest
     schemas[`Paginated${resource.label}List`] = pageSchema(resource.label);
     if (resource.actions.some((action) => action === 'create' || action === 'update')) schemas[`${resource.label}Request`] = inputSchema(resource, false);
     if (resource.actions.includes('partial_update')) schemas[`Patched${resource.label}Request`] = inputSchema(resource, true);
-    tags.set(resource.name, resource.description);
+    // A record with fields only its own view shows (a delivery's request and response).
+    if (resource.detailOnly.length) {
+      const base = schemas[resource.label]!;
+      const detailProperties = Object.fromEntries(resource.detailOnly.map((name) => [name, resource.fields[name]!.schema()]));
+      schemas[`${resource.label}Detail`] = {
+        ...base,
+        required: [...(base.required as string[]), ...resource.detailOnly],
+        properties: { ...(base.properties as SchemaObject), ...detailProperties },
+      };
+    }
+    // A nested collection is documented under its parent's tag (its paths begin with the parent).
+    if (!resource.nestedUnder) tags.set(resource.name, resource.description);
   }
 
   const paths: Record<string, PathItemObject> = {};
@@ -500,7 +532,7 @@ export function buildOpenApi({ resources, filters, views, version, title = 'rest
       if (!view.actions[method]) continue;
       const declared = declaredAction(resources, view, method);
       const operation = declared ? resourceOperation(declared.resource, view, declared.action, filters.get(declared.resource.name) ?? []) : genericOperation(view, method, parameters.length > 0);
-      const stem = declared ? declared.resource.name : pathStem(view.path);
+      const stem = declared ? (declared.resource.nestedUnder ? pathStem(collectionPathOf(declared.resource)) : declared.resource.name) : pathStem(view.path);
       let operationId = `${stem}_${operation.action}`;
       // OpenAPI requires unique ids; two views differing only in a parameter would otherwise clash.
       for (let n = 2; operationIds.has(operationId); n++) operationId = `${stem}_${operation.action}_${n}`;

@@ -7,6 +7,10 @@ import type { Kysely, Transaction } from 'kysely';
 import { and, authenticatedOrReadOnly, ownerOrReadOnly, type Permission } from '../auth/permissions.js';
 import type { User } from '../auth/user.js';
 import type { Database } from '../db/schema.js';
+import type { FieldErrors } from '../http/errors.js';
+import type { ActionDocs, ApiRequest, ApiResponse } from '../http/view.js';
+import type { Condition } from './filters.js';
+import type { DynamicDb, Row } from './relations.js';
 import { isField, isInvalidField, optionsOf, FIELD_TYPES, type Field } from './fields.js';
 
 /** The viewset actions a resource can offer (DRF's names). */
@@ -56,6 +60,76 @@ export interface ResourceOptions {
   actions?: ActionName[];
 }
 
+/**
+ * What is special about one of restwire's own collections, as small named hooks the one viewset
+ * calls (DRF's get_queryset, perform_create, perform_update, to_representation). Each is optional.
+ */
+export interface ViewSetHooks {
+  /** get_queryset: the condition every read and write of a request adds (may throw NotFound). */
+  scope?(request: ApiRequest): Promise<Condition>;
+  /** Checks that need I/O (a DNS lookup), run outside the transaction after each field's own check; add to `errors`. */
+  validate?(values: Record<string, unknown>, errors: FieldErrors, request: ApiRequest): Promise<void>;
+  /** perform_create, before the insert: completes the columns (an owner, a sealed secret), or refuses. */
+  beforeCreate?(trx: DynamicDb, columns: Record<string, unknown>, request: ApiRequest): Promise<void>;
+  /** perform_create, after the insert: extra members and headers of the 201, and work once committed. */
+  afterCreate?(trx: DynamicDb, row: Row, record: Record<string, unknown>, request: ApiRequest): Promise<CreateExtras | void>;
+  /** perform_update: the row as it was and the columns about to be set, changed in place; may return work once committed. */
+  beforeUpdate?(trx: DynamicDb, row: Row, columns: Record<string, unknown>, request: ApiRequest): Promise<(() => void) | void>;
+  /** to_representation: fills what no one column shows (nested objects, computed members), once per page. */
+  represent?(rows: readonly Row[], out: Record<string, unknown>[], context: { detail: boolean; executor: DynamicDb }): Promise<void>;
+}
+
+/** What `afterCreate` adds to a 201. */
+export interface CreateExtras {
+  readonly body?: Record<string, unknown>;
+  readonly headers?: Record<string, string>;
+  readonly afterCommit?: () => void;
+}
+
+/** What an extra action may ask of its viewset. */
+export interface ActionContext {
+  /** The record of the URL, through `scope` and the object permission (404 / 403). */
+  loadRow(request: ApiRequest): Promise<Row>;
+  /** A write transaction (Storage.transact), its constraint errors turned into 400/409. */
+  transact<T>(work: (trx: DynamicDb) => Promise<T>): Promise<T>;
+  represent(rows: readonly Row[], detail?: boolean): Promise<Record<string, unknown>[]>;
+}
+
+/** DRF's @action: a route on the collection (`detail: false`) or on a record, beside the six. */
+export interface ExtraAction {
+  readonly name: string;
+  readonly description: string;
+  readonly detail: boolean;
+  /** Below the collection or record path, e.g. `pings/`. */
+  readonly path: string;
+  readonly docs?: ActionDocs;
+  handle(request: ApiRequest, context: ActionContext): Promise<ApiResponse>;
+}
+
+/** What only restwire's own declarations may state. */
+export interface BuiltinOptions extends ResourceOptions {
+  /** The table, when not the name. */
+  table?: string;
+  /** Served below a record of another collection: `/api/v1/<collection>/:id/<name>/:<param>/`. */
+  nestedUnder?: NestedUnder;
+  /** Fields only the record view shows (a delivery's request and response). */
+  detailOnly?: string[];
+  /** The record view's description, when not the collection's. */
+  recordDescription?: string;
+  /** Members only the 201 of a create shows, added by `afterCreate` (a webhook's secret, shown once). */
+  createShows?: string[];
+  hooks?: ViewSetHooks;
+  extraActions?: ExtraAction[];
+}
+
+export interface NestedUnder {
+  readonly collection: string;
+  /** The column holding the parent's id. */
+  readonly column: string;
+  /** The record's own path parameter (the parent's is `id`). */
+  readonly param: string;
+}
+
 const RESOURCE = Symbol.for('restwire.resource');
 
 /** A checked declaration, as the viewset, migrations, OpenAPI and events read it. */
@@ -81,6 +155,12 @@ export interface Resource {
   readonly related: Readonly<Record<string, RelatedList>>;
   /** restwire's own collections: their tables come from restwire's migrations, not the user's. */
   readonly builtin: boolean;
+  readonly nestedUnder?: NestedUnder;
+  readonly detailOnly: readonly string[];
+  readonly createShows: readonly string[];
+  readonly recordDescription: string;
+  readonly hooks: ViewSetHooks;
+  readonly extraActions: readonly ExtraAction[];
 }
 
 /** A declaration that cannot be served; the message names the collection and the field. */
@@ -137,11 +217,13 @@ export function defineResource(options: ResourceOptions): Resource {
 }
 
 /** `defineResource` for restwire's own collections, which may reuse reserved names. */
-export function defineBuiltinResource(options: ResourceOptions & { table?: string }): Resource {
+export function defineBuiltinResource(options: BuiltinOptions): Resource {
   return checkDeclaration(options, { builtin: true });
 }
 
-function checkDeclaration(options: ResourceOptions & { table?: string }, { builtin }: { builtin: boolean }): Resource {
+const BUILTIN_OPTIONS = new Set(['table', 'nestedUnder', 'detailOnly', 'recordDescription', 'createShows', 'hooks', 'extraActions']);
+
+function checkDeclaration(options: BuiltinOptions, { builtin }: { builtin: boolean }): Resource {
   if (typeof options !== 'object' || options === null) throw new DeclarationError('?', null, 'defineResource needs an object');
   const name = options.name;
   if (typeof name !== 'string' || !NAME.test(name)) {
@@ -152,14 +234,15 @@ function checkDeclaration(options: ResourceOptions & { table?: string }, { built
   };
   if (!builtin && (RESERVED.has(name) || name.startsWith('restwire_'))) fail(null, `the name "${name}" is reserved by restwire`);
   for (const key of Object.keys(options)) {
-    if (!OPTION_NAMES.has(key) && !(builtin && key === 'table')) fail(null, `unknown option "${key}"`);
+    if (!OPTION_NAMES.has(key) && !(builtin && BUILTIN_OPTIONS.has(key))) fail(null, `unknown option "${key}"`);
   }
   if (typeof options.fields !== 'object' || options.fields === null) fail(null, 'fields must be an object of field.<type>() values');
 
   const fields: Record<string, Field> = {};
   for (const [fieldName, value] of Object.entries(options.fields)) {
     if (!NAME.test(fieldName)) fail(fieldName, 'a field name must match [a-z][a-z0-9_]*');
-    if (IMPLICIT.has(fieldName)) fail(fieldName, `"${fieldName}" is set by restwire on every record; choose another name`);
+    // restwire's own collections may show a timestamp among their fields (a webhook's `created_at`).
+    if (IMPLICIT.has(fieldName) && !(builtin && !(options.timestamps ?? true) && fieldName === 'created_at')) fail(fieldName, `"${fieldName}" is set by restwire on every record; choose another name`);
     if (!isField(value)) fail(fieldName, `unknown field type: use one of field.${FIELD_TYPES.join(', field.')}`);
     if (isInvalidField(value)) fail(fieldName, value.invalid);
     const allowed = optionsOf(value);
@@ -244,7 +327,24 @@ function checkDeclaration(options: ResourceOptions & { table?: string }, { built
     eventId: options.eventId,
     related: { ...options.related },
     builtin,
+    ...(options.nestedUnder ? { nestedUnder: options.nestedUnder } : {}),
+    detailOnly: options.detailOnly ?? [],
+    createShows: options.createShows ?? [],
+    recordDescription: options.recordDescription ?? options.description ?? '',
+    hooks: options.hooks ?? {},
+    extraActions: options.extraActions ?? [],
   };
+}
+
+/** The collection's route: `/api/v1/books/`, or below its parent's record. */
+export function collectionPathOf(resource: Resource): string {
+  const nested = resource.nestedUnder;
+  return nested ? `/api/v1/${nested.collection}/:id/${resource.name}/` : `/api/v1/${resource.name}/`;
+}
+
+/** The record's route: `/api/v1/books/:id/`. */
+export function recordRouteOf(resource: Resource): string {
+  return `${collectionPathOf(resource)}:${resource.nestedUnder?.param ?? 'id'}/`;
 }
 
 /** The fields a record shows, in order: the CSV header row. */
@@ -252,7 +352,7 @@ export function representationFields(resource: Resource): string[] {
   return [
     'url',
     'id',
-    ...Object.entries(resource.fields).filter(([, field]) => !field.writeOnly).map(([name]) => name),
+    ...Object.entries(resource.fields).filter(([name, field]) => !field.writeOnly && !resource.detailOnly.includes(name)).map(([name]) => name),
     ...(resource.owner ? ['owner'] : []),
     ...Object.keys(resource.related),
     ...(resource.timestamps ? ['created_at', 'updated_at'] : []),

@@ -21,7 +21,7 @@ import {
   type DynamicDb,
   type Row,
 } from './relations.js';
-import { representationFields, type Change, type ChangeListener, type Resource } from './resource.js';
+import { collectionPathOf, recordRouteOf, representationFields, type ActionContext, type Change, type ChangeListener, type Resource } from './resource.js';
 
 // The generic viewset (DRF's ModelViewSet): one machine turns any declaration into its two views,
 // the collection and the record, with list, create, retrieve, update, partial update and destroy.
@@ -87,12 +87,20 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
   const { storage, cursors, listeners = [], context, collections, viewSets } = options;
   const db = storage.db as unknown as DynamicDb;
   const table = resource.table;
-  const collectionPath = `/api/v1/${resource.name}/`;
+  const collectionPath = collectionPathOf(resource);
+  const { hooks, nestedUnder } = resource;
+  const recordParam = nestedUnder?.param ?? 'id';
+  /** A record's own path (a nested one names its parent's id). */
+  const urlOf = (row: Row): string =>
+    nestedUnder ? `/api/v1/${nestedUnder.collection}/${Number(row[nestedUnder.column])}/${resource.name}/${row.id}/` : recordPath(resource.name, row.id);
+  /** The collection's path as requested (a nested one with its parent's id). */
+  const listPath = (request: ApiRequest): string => (nestedUnder ? collectionPath.replace(':id', String(parseId(request.params.id))) : collectionPath);
   const columns = representationFields(resource);
   const lookup: CollectionLookup = (name) => collections.find((collection) => collection.name === name);
   const has = (action: Resource['actions'][number]) => resource.actions.includes(action);
   const fieldEntries = Object.entries(resource.fields);
   const shown = fieldEntries.filter(([, field]) => !field.writeOnly);
+  const shownInList = shown.filter(([name]) => !resource.detailOnly.includes(name));
   const writable = fieldEntries.filter(([, field]) => !field.readOnly);
   const manyFields = fieldEntries.filter(([, field]) => field.type === 'references');
   const hasRelations = manyFields.length > 0 || Object.keys(resource.related).length > 0;
@@ -104,13 +112,13 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
   const label = resource.label.toLowerCase();
 
   /** Representations of rows, with relations loaded in one query per relation for the whole page. */
-  async function represent(rows: readonly Row[], executor: DynamicDb = db): Promise<Record<string, unknown>[]> {
+  async function represent(rows: readonly Row[], executor: DynamicDb = db, detail = false): Promise<Record<string, unknown>[]> {
     const ids = hasRelations ? rows.map((row) => row.id) : [];
     const lists = manyFields.length ? await loadReferenceLists(executor, resource, ids) : null;
     const related = Object.keys(resource.related).length ? await loadRelatedLists(executor, resource, ids, lookup) : null;
-    return rows.map((row) => {
-      const out: Record<string, unknown> = { url: recordPath(resource.name, row.id), id: row.id };
-      for (const [name, field] of shown) {
+    const outs = rows.map((row) => {
+      const out: Record<string, unknown> = { url: urlOf(row), id: row.id };
+      for (const [name, field] of detail ? shown : shownInList) {
         if (field.type === 'references') out[name] = field.show(lists!.get(name)!.get(row.id) ?? []);
         else out[name] = field.show(row[columnOf(name, field)!]);
       }
@@ -122,10 +130,12 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
       }
       return out;
     });
+    if (hooks.represent) await hooks.represent(rows, outs, { detail, executor });
+    return outs;
   }
 
-  async function representOne(row: Row, executor: DynamicDb = db): Promise<Record<string, unknown>> {
-    return (await represent([row], executor))[0]!;
+  async function representOne(row: Row, executor: DynamicDb = db, detail = false): Promise<Record<string, unknown>> {
+    return (await represent([row], executor, detail))[0]!;
   }
 
   function filterConditions(request: ApiRequest): Condition[] {
@@ -137,9 +147,10 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
 
   async function listPage(request: ApiRequest, page: PageRequest) {
     let query = db.selectFrom(table).selectAll();
+    if (hooks.scope) query = query.where(await hooks.scope(request));
     for (const condition of filterConditions(request)) query = query.where(condition);
     const field = resource.fields[page.ordering.name.replace(/^-/, '')];
-    return fetchKeysetPage<Row>(query, page, { path: collectionPath, query: request.query, cursors }, field ? nullsAs(field) : undefined);
+    return fetchKeysetPage<Row>(query, page, { path: listPath(request), query: request.query, cursors }, field ? nullsAs(field) : undefined);
   }
 
   // The hottest query, compiled once: building and compiling it with Kysely on every request
@@ -164,13 +175,16 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
     return compiled;
   }
 
-  async function loadRow(executor: DynamicDb, id: number, lock: boolean): Promise<Row> {
-    if (executor === db && !lock) {
+  /** A record by id; with a request, only within its `scope` (another user's webhook is a 404). */
+  async function loadRow(executor: DynamicDb, id: number, lock: boolean, request?: ApiRequest): Promise<Row> {
+    const scope = request && hooks.scope ? await hooks.scope(request) : null;
+    if (executor === db && !lock && !scope) {
       const { rows } = await db.executeQuery<Row>({ ...selectById, parameters: [id] });
       if (!rows[0]) throw new NotFound();
       return rows[0];
     }
-    const query = executor.selectFrom(table).selectAll().where('id', '=', id);
+    let query = executor.selectFrom(table).selectAll().where('id', '=', id);
+    if (scope) query = query.where(scope);
     const row = (await (lock ? storage.lockForUpdate(query) : query).executeTakeFirst()) as Row | undefined;
     if (!row) throw new NotFound();
     return row;
@@ -371,8 +385,9 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
 
   const list: Action = {
     permission: resource.permission,
-    // A page is the same for everyone who may read it, so it is reused while no data changes.
-    version: () => storage.dataVersion(),
+    // A page is the same for everyone who may read it, so it is reused while no data changes;
+    // not a scoped one (each caller's own webhooks), nor one the dispatcher changes.
+    ...(hooks.scope ? {} : { version: () => storage.dataVersion() }),
     async handle(request) {
       const page = parsePageRequest(request.query, orderings, resource.defaultOrdering, cursors);
       const found = await listPage(request, page);
@@ -385,6 +400,7 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
     async handle(request) {
       const data = await request.data();
       const { values, errors } = readInput(data, false);
+      await hooks.validate?.(values, errors, request);
       if (Object.keys(errors).length && !hasStoredChecks(data)) throw new ValidationError(errors);
       // Left out: the declared default, else null (an empty list for references).
       for (const [name, field] of fieldEntries) {
@@ -392,22 +408,23 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
       }
       const user = request.user ?? ANONYMOUS;
       const now = Date.now();
-      const record = await writeTransaction(async (trx, notify) => {
+      const { record, extras } = await writeTransaction(async (trx, notify) => {
         await checkAgainstStored(trx, data, values, errors, null);
-        const { rows } = await trx.executeQuery<Row>(
-          compiledInsert(trx, {
-            ...columnValues(values),
-            ...(resource.owner ? { owner_id: user.id } : {}),
-            ...(resource.timestamps ? { created_at: now, updated_at: now } : {}),
-          }),
-        );
+        const insert = {
+          ...columnValues(values),
+          ...(resource.owner ? { owner_id: user.id } : {}),
+          ...(resource.timestamps ? { created_at: now, updated_at: now } : {}),
+        };
+        await hooks.beforeCreate?.(trx, insert, request);
+        const { rows } = await trx.executeQuery<Row>(compiledInsert(trx, insert));
         const row = rows[0]!;
         await writeReferenceLists(trx, row.id, values, false);
         const representation = await representOne(row, trx);
         await notify(trx, { resource, action: 'created', record: representation, actor: user });
-        return representation;
+        return { record: representation, extras: (await hooks.afterCreate?.(trx, row, representation, request)) ?? {} };
       });
-      return { status: 201, body: record, headers: { location: String(record.url) } };
+      extras.afterCommit?.();
+      return { status: 201, body: extras.body ? { ...record, ...extras.body } : record, headers: { location: String(record.url), ...extras.headers } };
     },
   };
 
@@ -419,9 +436,9 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
   const retrieve: Action = {
     permission: resource.permission,
     async handle(request) {
-      const row = await loadRow(db, parseId(request.params.id), false);
+      const row = await loadRow(db, parseId(request.params[recordParam]), false, request);
       checkObjectPermission(request, row);
-      return { body: await representOne(row) };
+      return { body: await representOne(row, db, true) };
     },
   };
 
@@ -429,15 +446,24 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
     return {
       permission: resource.permission,
       async handle(request) {
-        const id = parseId(request.params.id);
+        const id = parseId(request.params[recordParam]);
         const data = await request.data();
         const user = request.user ?? ANONYMOUS;
+        // Checks with I/O run outside the transaction, once the record is known to be the caller's.
+        let validated: ReturnType<typeof readInput> | null = null;
+        if (hooks.validate) {
+          checkObjectPermission(request, await loadRow(db, id, false, request));
+          validated = readInput(data, partial);
+          await hooks.validate(validated.values, validated.errors, request);
+          if (Object.keys(validated.errors).length && !hasStoredChecks(data)) throw new ValidationError(validated.errors);
+        }
+        const afterCommit: Array<() => void> = [];
         const record = await writeTransaction(async (trx, notify) => {
-          const row = await loadRow(trx, id, true);
+          const row = await loadRow(trx, id, true, request);
           checkObjectPermission(request, row);
           const before = await representOne(row, trx);
           assertRecordMatches(request.raw.headers['if-match'], before);
-          const { values, errors } = readInput(data, partial);
+          const { values, errors } = validated ?? readInput(data, partial);
           await checkAgainstStored(trx, data, values, errors, id);
           const changed = Object.entries(values).filter(([name, value]) => {
             const field = resource.fields[name]!;
@@ -447,6 +473,8 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
           await notify.before(trx, resource, id);
           const changedValues = Object.fromEntries(changed);
           const set = { ...columnValues(changedValues), ...(resource.timestamps ? { updated_at: Math.max(Date.now(), Number(row.updated_at)) } : {}) };
+          const then = await hooks.beforeUpdate?.(trx, row, set, request);
+          if (then) afterCommit.push(then);
           const updated = Object.keys(set).length
             ? ((await trx.updateTable(table).set(set).where('id', '=', id).returningAll().executeTakeFirstOrThrow()) as Row)
             : row;
@@ -457,6 +485,7 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
           await notify(trx, { resource, action: 'updated', record: representation, changes, actor: user });
           return representation;
         });
+        for (const then of afterCommit) then();
         return { body: record };
       },
     };
@@ -465,10 +494,10 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
   const destroy: Action = {
     permission: resource.permission,
     async handle(request) {
-      const id = parseId(request.params.id);
+      const id = parseId(request.params[recordParam]);
       const user = request.user ?? ANONYMOUS;
       await writeTransaction(async (trx, notify) => {
-        const row = await loadRow(trx, id, true);
+        const row = await loadRow(trx, id, true, request);
         checkObjectPermission(request, row);
         const before = await representOne(row, trx);
         assertRecordMatches(request.raw.headers['if-match'], before);
@@ -487,11 +516,12 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
     label: field.label ?? name.charAt(0).toUpperCase() + name.slice(1).replace(/_/g, ' '),
     ...field.metadata(),
   });
-  const metadata = () => ({
+  // As DRF's metadata: the collection describes its POST, a record its PUT.
+  const metadata = (preferred: 'POST' | 'PUT') => () => ({
     actions:
       has('create') || has('update')
         ? {
-            [has('create') ? 'POST' : 'PUT']: Object.fromEntries([
+            [(preferred === 'PUT' ? has('update') : !has('create')) ? 'PUT' : 'POST']: Object.fromEntries([
               ['url', readOnly('field', 'Url')],
               ['id', readOnly('integer', 'ID')],
               ...fieldEntries.map(([name, field]) => [name, describeField(name, field)]),
@@ -509,8 +539,9 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
     path: collectionPath,
     actions: { ...(has('list') ? { GET: list } : {}), ...(has('create') ? { POST: create } : {}) },
     mediaTypes: RECORD_MEDIA_TYPES,
-    columns,
-    metadata,
+    // The 201 of a create may show more (a webhook's secret); CSV shows it there too.
+    columns: [...columns, ...resource.createShows],
+    metadata: metadata('POST'),
     listControls: {
       orderings: resource.orderings.flatMap((name) => [name, `-${name}`]),
       defaultOrdering: resource.defaultOrdering,
@@ -520,8 +551,8 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
 
   const detail: View = {
     name: `${resource.label} Instance`,
-    description: resource.description,
-    path: `${collectionPath}:id/`,
+    description: resource.recordDescription,
+    path: recordRouteOf(resource),
     actions: {
       ...(has('retrieve') ? { GET: retrieve } : {}),
       ...(has('update') ? { PUT: updateAction(false) } : {}),
@@ -529,11 +560,29 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
       ...(has('destroy') ? { DELETE: destroy } : {}),
     },
     mediaTypes: RECORD_MEDIA_TYPES,
-    columns,
-    metadata,
+    columns: [...columns, ...resource.detailOnly],
+    metadata: metadata('PUT'),
   };
 
-  const self = { resource, db, collection, detail, views: [collection, detail], filters: [...filters.values()], represent, representOne, loadRow, deleteRecord };
+  // DRF's @action routes: each runs behind the collection's permission, with the scoped record.
+  const actionContext: ActionContext = {
+    async loadRow(request) {
+      const row = await loadRow(db, parseId(request.params[recordParam]), false, request);
+      checkObjectPermission(request, row);
+      return row;
+    },
+    transact: (work) => writeTransaction((trx) => work(trx)),
+    represent: (rows, detailed = false) => represent(rows, db, detailed),
+  };
+  const extraViews: View[] = resource.extraActions.map((extra) => ({
+    name: extra.name,
+    description: extra.description,
+    path: `${extra.detail ? detail.path : collectionPath}${extra.path}`,
+    mediaTypes: [JSON_TYPE],
+    actions: { POST: { permission: resource.permission, ...(extra.docs ? { docs: extra.docs } : {}), handle: (request) => extra.handle(request, actionContext) } },
+  }));
+
+  const self = { resource, db, collection, detail, views: [collection, detail, ...extraViews], filters: [...filters.values()], represent, representOne, loadRow, deleteRecord };
   return self;
 }
 
