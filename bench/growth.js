@@ -190,13 +190,16 @@ async function walk(server, path, pages) {
 }
 
 /** How the database plans and times the list queries at this size (SQLite: EXPLAIN QUERY PLAN; PostgreSQL: EXPLAIN ANALYZE). */
-async function explain(store, lastId, createdAt) {
+async function explain(store, lastId, createdAt, middleId, middleCreatedAt) {
   const queries = {
     'first page, ordering=id (restwire)': ['select * from experiences order by id asc limit 101', []],
     'late page, ordering=id (restwire: key > v or (key = v and id > i))': ['select * from experiences where (id > $1 or (id = $2 and id > $3)) order by id asc limit 101', [lastId - 100, lastId - 100, lastId - 100]],
     'late page, ordering=id, as a range (id > v)': ['select * from experiences where id > $1 order by id asc limit 101', [lastId - 100]],
     'late page, ordering=created_at (restwire)': ['select * from experiences where (created_at > $1 or (created_at = $2 and id > $3)) order by created_at asc, id asc limit 101', [createdAt, createdAt, lastId - 100]],
     'late page, ordering=created_at, row values ((key, id) > (v, i))': ['select * from experiences where (created_at, id) > ($1, $2) order by created_at asc, id asc limit 101', [createdAt, lastId - 100]],
+    'middle page, ordering=id (restwire)': ['select * from experiences where (id > $1 or (id = $2 and id > $3)) order by id asc limit 101', [middleId, middleId, middleId]],
+    'middle page, ordering=created_at (restwire)': ['select * from experiences where (created_at > $1 or (created_at = $2 and id > $3)) order by created_at asc, id asc limit 101', [middleCreatedAt, middleCreatedAt, middleId]],
+    'middle page, ordering=created_at, row values': ['select * from experiences where (created_at, id) > ($1, $2) order by created_at asc, id asc limit 101', [middleCreatedAt, middleId]],
     'GET one (restwire)': ['select * from experiences where id = $1', [lastId - 100]],
   };
   const out = {};
@@ -264,6 +267,10 @@ async function runHttp(processes, opts) {
   const createdCursor = await issuedCursor(SECRET_KEY, 'created_at', createdAt, lastId - 100);
   const lastPage = `/api/v1/experiences/?ordering=id&limit=100&cursor=${idCursor}`;
   const lastCreatedPage = `/api/v1/experiences/?ordering=created_at&limit=100&cursor=${createdCursor}`;
+  // The middle of the walk too: a planner may pick another plan near either end (PostgreSQL does).
+  const middleId = Math.round((large.ids[0] + lastId) / 2);
+  const middleCreatedPage = `/api/v1/experiences/?ordering=created_at&limit=100&cursor=${await issuedCursor(SECRET_KEY, 'created_at', await createdAtOf(large.store, middleId), middleId)}`;
+  const middlePage = `/api/v1/experiences/?ordering=id&limit=100&cursor=${await issuedCursor(SECRET_KEY, 'id', middleId, middleId)}`;
   for (const path of [lastPage, lastCreatedPage]) {
     const answer = await call(large.server, 'GET', path);
     if (answer.status !== 200 || answer.body.results[0]?.id !== lastId - 99 || answer.body.next !== null) {
@@ -271,10 +278,10 @@ async function runHttp(processes, opts) {
     }
   }
   log('EXPLAIN …');
-  const plans = await explain(large.store, lastId, createdAt);
+  const plans = await explain(large.store, lastId, createdAt, middleId, await createdAtOf(large.store, middleId));
   for (const [name, plan] of Object.entries(plans)) log(`  ${name}: ${plan.join(' | ')}`);
   log('walks: the first 100 pages, and the last 100 (from a cursor 100 pages before the end) …');
-  const lateStart = `/api/v1/experiences/?ordering=id&limit=100&cursor=${await issuedCursor(SECRET_KEY, 'id', lastId - 10_100, lastId - 10_100)}`;
+  const lateStart = `/api/v1/experiences/?ordering=id&limit=100&cursor=${await issuedCursor(SECRET_KEY, 'id', lastId - 10_000, lastId - 10_000)}`;
   const walked = {
     first: await walk(large.server, '/api/v1/experiences/?ordering=id&limit=100', 100),
     last: await walk(large.server, lateStart, 100),
@@ -285,6 +292,8 @@ async function runHttp(processes, opts) {
     ['page: large, first (ordering=id)', large.server, rotatingLimit(firstPage)],
     ['page: large, last (ordering=id)', large.server, rotatingLimit(lastPage)],
     ['page: large, last (ordering=created_at)', large.server, rotatingLimit(lastCreatedPage)],
+    ['page: large, middle (ordering=id)', large.server, rotatingLimit(middlePage)],
+    ['page: large, middle (ordering=created_at)', large.server, rotatingLimit(middleCreatedPage)],
     ['page: large, default ordering (-id) first page', large.server, rotatingLimit('/api/v1/experiences/?limit=100')],
     ['page: small, first', small.server, rotatingLimit(firstPage)],
     ['GET one: small, 100 ids round robin', small.server, rotatingId(small.ids, false)],
@@ -402,7 +411,10 @@ async function main() {
   if (report.http) {
     const by = (prefix) => report.http.rows.find((r) => r.label.startsWith(prefix)).requestsPerSecond;
     report.ratios = {
-      lastPageOverFirst: ratio(by('page: large, last'), by('page: large, first')),
+      lastPageOverFirst: ratio(by('page: large, last (ordering=id)'), by('page: large, first')),
+      lastCreatedPageOverFirst: ratio(by('page: large, last (ordering=created_at)'), by('page: large, first')),
+      middlePageOverFirst: ratio(by('page: large, middle (ordering=id)'), by('page: large, first')),
+      middleCreatedPageOverFirst: ratio(by('page: large, middle (ordering=created_at)'), by('page: large, first')),
       largeFirstPageOverSmall: ratio(by('page: large, first'), by('page: small, first')),
       getOneLargeOverSmall: ratio(by('GET one: large'), by('GET one: small')),
       getOneCachedLargeOverSmall: ratio(by('GET one cached: large'), by('GET one cached: small')),
