@@ -22,6 +22,9 @@ export async function measure(server, request, load) {
     body: request.body,
     connections: load.connections,
   };
+  // A request whose path changes per send (bench/growth.js: rotating ids, defeating the
+  // representation cache): autocannon calls `setupRequest(request)` before each one.
+  if (request.setupRequest) options.requests = [{ method: options.method, setupRequest: request.setupRequest }];
   if (load.warmup > 0) await cannon({ ...options, duration: load.warmup });
   // A cluster's workers are the server's children: its memory is theirs and its own together.
   const memory = watchPeakRss(processTree(server.pid));

@@ -44,7 +44,7 @@ function percentile(sorted, p) {
  * Waits until `expected` deliveries arrived, none arrived for `stallMs`, or `maxWaitMs` passed;
  * resolves with the count.
  */
-async function awaitDeliveries(receivers, expected, { stallMs, maxWaitMs }) {
+export async function awaitDeliveries(receivers, expected, { stallMs, maxWaitMs }) {
   const deadline = Date.now() + maxWaitMs;
   let last = -1;
   let lastChange = Date.now();
@@ -107,8 +107,8 @@ async function steadyPhase(server, authorization, receivers, { eventRate, second
 }
 
 /** Phase 2a: commits `events` deliveries' worth of creates, 16 at a time; resolves with seconds taken. */
-async function commitBacklog(server, authorization, events) {
-  const creates = Math.ceil(events / HOOKS);
+export async function commitBacklog(server, authorization, events, hooks = HOOKS) {
+  const creates = Math.ceil(events / hooks);
   const committedAt = new Map();
   const started = now();
   let next = 0;
@@ -119,11 +119,11 @@ async function commitBacklog(server, authorization, events) {
     }
   };
   await Promise.all(Array.from({ length: BACKLOG_CONCURRENCY }, lane));
-  return { creates, expected: creates * HOOKS, createsSeconds: Math.round(now() - started) / 1000, ids: new Set(committedAt.keys()) };
+  return { creates, expected: creates * hooks, createsSeconds: Math.round(now() - started) / 1000, ids: new Set(committedAt.keys()) };
 }
 
 /** Phase 2b: waits for the backlog to arrive; the sustained rate from first to last arrival. */
-async function drainBacklog(receivers, backlog, wait) {
+export async function drainBacklog(receivers, backlog, wait) {
   await awaitDeliveries(receivers, backlog.expected, wait);
   // Only the backlog's own deliveries (not a straggler of the steady phase).
   const times = (await receivers.arrivals())
@@ -145,7 +145,7 @@ async function drainBacklog(receivers, backlog, wait) {
  * What delivers for one configuration: the dispatcher inside serve (SQLite), or N workers
  * beside a serve that does not dispatch (PostgreSQL).
  */
-class Deployment {
+export class Deployment {
   constructor(processes, env, workerCount) {
     this.processes = processes;
     this.workerCount = workerCount;
