@@ -1,4 +1,4 @@
-import { sql, type SelectQueryBuilder } from 'kysely';
+import { sql, type SelectQueryBuilder, type SqlBool } from 'kysely';
 import { linkHeader, withQuery, type CursorCodec, type PageRequest, type SortValue } from '../http/pagination.js';
 import type { ApiResponse } from '../http/view.js';
 
@@ -35,9 +35,14 @@ export async function fetchKeysetPage<Row extends { id: number }>(
   let query = base;
   if (position) {
     const { value, id } = position;
-    query = query.where((eb) =>
-      eb.or([eb(key, comparison, value), eb.and([eb(key, '=', value), eb('id', comparison, id)])]),
-    );
+    // A row-value comparison, not `key > v OR (key = v AND id > i)`: SQLite cannot turn that OR
+    // into an index range and scanned from the start, so the last page of 1,000,000 records cost
+    // 160× the first (issue #13, bench:growth); `(key, id) > (v, i)` is a range on the (key, id)
+    // index on both databases.
+    query =
+      ordering.column === 'id'
+        ? query.where('id', comparison, id)
+        : query.where(sql<SqlBool>`(${key}, ${sql.ref('id')}) ${sql.raw(comparison)} (${value}, ${id})`);
   }
   query = query.orderBy(key, direction);
   if (ordering.column !== 'id') query = query.orderBy('id', direction);
