@@ -158,6 +158,14 @@ export function deliveriesResource({ storage, wake }: { storage: Parameters<type
         description: 'POST to redeliver every delivery of this webhook whose latest attempt failed.',
         detail: false,
         path: 'failed/attempts/',
+        docs: {
+          responses: {
+            '202': {
+              description: 'The failed deliveries are queued again (same guids).',
+              schema: { type: 'object', required: ['redelivered'], properties: { redelivered: { type: 'integer', minimum: 0 } } },
+            },
+          },
+        },
         async handle(request, viewSet) {
           const hook = await loadOwnWebhook(db, request);
           const count = await viewSet.transact(async (trx) => {
@@ -183,6 +191,30 @@ export function deliveriesResource({ storage, wake }: { storage: Parameters<type
           `at most ${MAX_REPLAY.toLocaleString('en')} per call; \`remaining\` says how many are left for another call.`,
         detail: false,
         path: 'replays/',
+        docs: {
+          request: {
+            required: true,
+            schema: {
+              type: 'object',
+              required: ['since'],
+              properties: {
+                since: { type: 'string', format: 'date-time' },
+                until: { type: ['string', 'null'], format: 'date-time', description: 'Default: now.' },
+                status: { type: 'string', enum: [...REPLAY_STATUSES], default: 'failed' },
+              },
+            },
+          },
+          responses: {
+            '202': {
+              description: 'The matching deliveries are queued again (same guids).',
+              schema: {
+                type: 'object',
+                required: ['redelivered', 'remaining'],
+                properties: { redelivered: { type: 'integer', minimum: 0 }, remaining: { type: 'integer', minimum: 0 } },
+              },
+            },
+          },
+        },
         async handle(request, viewSet) {
           const hook = await loadOwnWebhook(db, request);
           const { since, until, status } = readReplay(await request.data());
@@ -235,6 +267,7 @@ export function deliveriesResource({ storage, wake }: { storage: Parameters<type
         description: 'POST to redeliver this delivery (same guid).',
         detail: true,
         path: 'attempts/',
+        docs: { responses: { '202': { description: 'The redelivery, queued (same guid).', schema: { $ref: '#/components/schemas/Delivery' } } } },
         async handle(request, viewSet) {
           const original = await viewSet.loadRow(request);
           const created = await viewSet.transact(async (trx) => {
