@@ -352,6 +352,26 @@ describe.each(BACKENDS)('experiences API on %s', (backend) => {
       expect(back.results[2]!.id).toBeLessThan(page2.results[0]!.id);
     });
 
+    it('walks every ordering page by page, forward and back, each record once (titles repeat)', async () => {
+      for (const title of ['Kayak', 'Kayak', 'Apple', 'Mango', 'Kayak']) await create({ title, q_like_dislike: 'x' });
+      for (const ordering of ['title', '-title', 'created_at', '-created_at']) {
+        const all = (await (await api(`/api/v1/experiences/?ordering=${ordering}&limit=100`)).json()) as { results: Array<{ id: number }> };
+        const walked: number[] = [];
+        let next: string | null = `/api/v1/experiences/?ordering=${ordering}&limit=2`;
+        let last: { previous: string | null } = { previous: null };
+        while (next) {
+          const page = (await (await api(next)).json()) as { next: string | null; previous: string | null; results: Array<{ id: number }> };
+          walked.push(...page.results.map((r) => r.id));
+          next = page.next;
+          last = page;
+        }
+        expect(walked, ordering).toEqual(all.results.map((r) => r.id));
+        const back = (await (await api(last.previous!)).json()) as { results: Array<{ id: number }> };
+        const end = walked.length - (walked.length % 2 || 2);
+        expect(back.results.map((r) => r.id), ordering).toEqual(walked.slice(end - 2, end));
+      }
+    });
+
     it('orders and filters', async () => {
       await create({ title: 'Zebra crossing', q_like_dislike: 'like' });
       await create({ title: 'ÄRGER im Büro', q_like_dislike: 'dislike' });

@@ -42,7 +42,7 @@ export async function fetchKeysetPage<Row extends { id: number }>(
     query =
       ordering.column === 'id'
         ? query.where('id', comparison, id)
-        : query.where(sql<SqlBool>`(${key}, ${sql.ref('id')}) ${sql.raw(comparison)} (${value}, ${id})`);
+        : query.where(sql<SqlBool>`(${typeof key === 'string' ? sql.ref(key) : key}, ${sql.ref('id')}) ${sql.raw(comparison)} (${value}, ${id})`);
   }
   query = query.orderBy(key, direction);
   if (ordering.column !== 'id') query = query.orderBy('id', direction);
