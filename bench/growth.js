@@ -193,12 +193,12 @@ async function walk(server, path, pages) {
 async function explain(store, lastId, createdAt, middleId, middleCreatedAt) {
   const queries = {
     'first page, ordering=id (restwire)': ['select * from experiences order by id asc limit 101', []],
-    'late page, ordering=id (restwire: key > v or (key = v and id > i))': ['select * from experiences where (id > $1 or (id = $2 and id > $3)) order by id asc limit 101', [lastId - 100, lastId - 100, lastId - 100]],
-    'late page, ordering=id, as a range (id > v)': ['select * from experiences where id > $1 order by id asc limit 101', [lastId - 100]],
-    'late page, ordering=created_at (restwire)': ['select * from experiences where (created_at > $1 or (created_at = $2 and id > $3)) order by created_at asc, id asc limit 101', [createdAt, createdAt, lastId - 100]],
-    'late page, ordering=created_at, row values ((key, id) > (v, i))': ['select * from experiences where (created_at, id) > ($1, $2) order by created_at asc, id asc limit 101', [createdAt, lastId - 100]],
-    'middle page, ordering=id (restwire)': ['select * from experiences where (id > $1 or (id = $2 and id > $3)) order by id asc limit 101', [middleId, middleId, middleId]],
-    'middle page, ordering=created_at (restwire)': ['select * from experiences where (created_at > $1 or (created_at = $2 and id > $3)) order by created_at asc, id asc limit 101', [middleCreatedAt, middleCreatedAt, middleId]],
+    'late page, ordering=id (before 2026-11-23 04:50: key > v or (key = v and id > i))': ['select * from experiences where (id > $1 or (id = $2 and id > $3)) order by id asc limit 101', [lastId - 100, lastId - 100, lastId - 100]],
+    'late page, ordering=id, as a range (id > v; restwire since 04:50)': ['select * from experiences where id > $1 order by id asc limit 101', [lastId - 100]],
+    'late page, ordering=created_at (before 04:50: the OR form)': ['select * from experiences where (created_at > $1 or (created_at = $2 and id > $3)) order by created_at asc, id asc limit 101', [createdAt, createdAt, lastId - 100]],
+    'late page, ordering=created_at, row values ((key, id) > (v, i); restwire since 04:50)': ['select * from experiences where (created_at, id) > ($1, $2) order by created_at asc, id asc limit 101', [createdAt, lastId - 100]],
+    'middle page, ordering=id (before 04:50: the OR form)': ['select * from experiences where (id > $1 or (id = $2 and id > $3)) order by id asc limit 101', [middleId, middleId, middleId]],
+    'middle page, ordering=created_at (before 04:50: the OR form)': ['select * from experiences where (created_at > $1 or (created_at = $2 and id > $3)) order by created_at asc, id asc limit 101', [middleCreatedAt, middleCreatedAt, middleId]],
     'middle page, ordering=created_at, row values': ['select * from experiences where (created_at, id) > ($1, $2) order by created_at asc, id asc limit 101', [middleCreatedAt, middleId]],
     'GET one (restwire)': ['select * from experiences where id = $1', [lastId - 100]],
   };
