@@ -83,11 +83,14 @@ describe('OpenAPI document and docs page', () => {
     it('lists the experiences paths with the methods their views have', () => {
       const collection = doc.paths['/api/v1/experiences/']!;
       const record = doc.paths['/api/v1/experiences/{id}/']!;
-      expect(Object.keys(collection).sort()).toEqual(['get', 'post']);
-      expect(Object.keys(record).filter((key) => key !== 'parameters').sort()).toEqual(['delete', 'get', 'patch', 'put']);
+      // HEAD and OPTIONS are documented too (issue 10): every path has them, as the server does.
+      expect(Object.keys(collection).sort()).toEqual(['get', 'head', 'options', 'post']);
+      expect(Object.keys(record).filter((key) => key !== 'parameters').sort()).toEqual(['delete', 'get', 'head', 'options', 'patch', 'put']);
+      expect(Object.keys(collection.options.responses['200'].content)).toEqual(['application/json']);
+      expect(collection.head.responses['200'].content).toBeUndefined();
       expect(record.parameters).toEqual([{ name: 'id', in: 'path', required: true, schema: { type: 'integer', minimum: 1 } }]);
       // Read-only users: no write operations are documented because none exist.
-      expect(Object.keys(doc.paths['/api/v1/users/']!)).toEqual(['get']);
+      expect(Object.keys(doc.paths['/api/v1/users/']!)).toEqual(['get', 'head', 'options']);
       for (const path of ['/api/v1/', '/api/v1/users/{id}/', '/api/v1/users/me/', '/api/v1/openapi.json', '/api/v1/docs/']) {
         expect(doc.paths[path]?.get, path).toBeDefined();
       }
@@ -301,7 +304,7 @@ describe('OpenAPI document with signup on', () => {
   // Signup adds a POST the users declaration does not have: it is documented by its own docs.
   it('documents the extra method and stays valid', async () => {
     const doc = (await (await fetch(`${server.url}/api/v1/openapi.json`)).json()) as Doc;
-    expect(Object.keys(doc.paths['/api/v1/users/']!).sort()).toEqual(['get', 'post']);
+    expect(Object.keys(doc.paths['/api/v1/users/']!).sort()).toEqual(['get', 'head', 'options', 'post']);
     expect(doc.paths['/api/v1/users/']!.post.requestBody.content['application/json'].schema).toMatchObject({
       type: 'object',
       required: ['username', 'password'],

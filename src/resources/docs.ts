@@ -31,7 +31,13 @@ export function docsViews(document: () => OpenApiDocument): View[] {
       description: 'This API described in OpenAPI 3.1, generated from the resource declarations and views.',
       path: '/api/v1/openapi.json',
       mediaTypes: [JSON_TYPE],
-      actions: { GET: { permission: allowAny, handle: async () => ({ body: current() }) } },
+      actions: {
+        GET: {
+          permission: allowAny,
+          handle: async () => ({ body: current() }),
+          docs: { responses: { '200': { description: 'This document.', schema: { type: 'object', required: ['openapi', 'info', 'paths'] } } } },
+        },
+      },
     },
     {
       name: 'API Documentation',

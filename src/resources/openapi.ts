@@ -50,7 +50,7 @@ export interface OperationObject {
   responses: Record<string, ResponseObject | Reference>;
   security?: Array<Record<string, string[]>>;
 }
-export type OperationMethod = 'get' | 'post' | 'put' | 'patch' | 'delete';
+export type OperationMethod = 'get' | 'head' | 'options' | 'post' | 'put' | 'patch' | 'delete';
 export type PathItemObject = { parameters?: ParameterObject[] } & Partial<Record<OperationMethod, OperationObject>>;
 export interface SecuritySchemeObject {
   type: 'http' | 'apiKey';
@@ -550,6 +550,8 @@ export function buildOpenApi({ resources, filters, views, version, title = 'rest
         security: view.actions[method]!.permission.hasPermission({ method, user: null }) ? ANONYMOUS_OR_ANY_SCHEME : ANY_SCHEME,
       };
     }
+    if (item.get) item.head = headOperation(item.get);
+    item.options = optionsOperation(view, pathStem(view.path), tag, operationIds);
     paths[openApiPath(view.path)] = item;
   }
 
@@ -568,6 +570,48 @@ export function buildOpenApi({ resources, filters, views, version, title = 'rest
     // Any one scheme, or none: reads are open to anonymous callers (API.md §2, §3).
     security: [...Object.keys(SECURITY_SCHEMES).map((name) => ({ [name]: [] })), {}],
     webhooks: eventWebhooks(resources),
+  };
+}
+
+/** HEAD: the GET's answer without a body (RFC 9110 §9.3.2), same headers and statuses. */
+function headOperation(get: OperationObject): OperationObject {
+  const responses = Object.fromEntries(
+    Object.entries(get.responses).map(([status, response]) => {
+      if ('$ref' in response) return [status, response];
+      const { content: _body, ...rest } = response;
+      return [status, rest];
+    }),
+  );
+  return { ...get, operationId: `${get.operationId}_head`, summary: get.summary.replace(/: [^:]*$/, ': headers only (HEAD)'), responses };
+}
+
+const METADATA_SCHEMA: SchemaObject = {
+  type: 'object',
+  description: "DRF's SimpleMetadata: for views with writable fields, `actions` describes each field (type, required, read_only, label and its constraints).",
+  required: ['name', 'description', 'renders', 'parses'],
+  properties: {
+    name: { type: 'string' },
+    description: { type: 'string' },
+    renders: { type: 'array', items: { type: 'string' } },
+    parses: { type: 'array', items: { type: 'string' } },
+    actions: { type: 'object', additionalProperties: { type: 'object', additionalProperties: { type: 'object' } } },
+  },
+};
+
+/** OPTIONS: the view's metadata and `Allow`, answered without a permission check (API.md §1). */
+function optionsOperation(view: View, stem: string, tag: string, operationIds: Set<string>): OperationObject {
+  let operationId = `${stem}_metadata`;
+  for (let n = 2; operationIds.has(operationId); n++) operationId = `${stem}_metadata_${n}`;
+  operationIds.add(operationId);
+  return {
+    operationId,
+    summary: `${view.name}: metadata (OPTIONS)`,
+    tags: [tag],
+    responses: {
+      '200': success('The methods in `Allow`, and the view described.', { Allow: ref('headers', 'Allow') }, { [JSON_TYPE]: { schema: METADATA_SCHEMA } }),
+      ...problems(401, 406, 429),
+    },
+    security: ANONYMOUS_OR_ANY_SCHEME,
   };
 }
 

@@ -18,6 +18,41 @@ export function eventCatalogView(resources: readonly Resource[]): View {
     description: 'Every webhook event: its actions, a description and the JSON Schema of its body.',
     path: '/api/v1/events/',
     mediaTypes: [JSON_TYPE],
-    actions: { GET: { permission: allowAny, handle: async () => ({ body }) } },
+    actions: {
+      GET: {
+        permission: allowAny,
+        handle: async () => ({ body }),
+        docs: {
+          responses: {
+            '200': {
+              description: 'Every event, one page.',
+              schema: {
+                type: 'object',
+                required: ['count', 'next', 'previous', 'results'],
+                properties: {
+                  count: { type: 'integer', minimum: 0 },
+                  next: { type: 'null' },
+                  previous: { type: 'null' },
+                  results: {
+                    type: 'array',
+                    items: {
+                      type: 'object',
+                      required: ['name', 'collection', 'actions', 'description', 'schema'],
+                      properties: {
+                        name: { type: 'string', description: 'The event name, for a webhook’s `events`.' },
+                        collection: { type: 'string' },
+                        actions: { type: 'array', items: { type: 'string' } },
+                        description: { type: 'string' },
+                        schema: { type: 'object', description: 'The JSON Schema of the delivery body.' },
+                      },
+                    },
+                  },
+                },
+              },
+            },
+          },
+        },
+      },
+    },
   };
 }
