@@ -1,7 +1,7 @@
 import { createServer, type Server } from 'node:http';
 import { afterAll, describe, expect, it } from 'vitest';
 import { adminAuth, basic, createTestDatabase, createUser, startServer, type RunningServer, type TestDatabase } from '../test/support/server.js';
-import { createWebhook, jsonRequest, percentile, report, sampleRss, until } from './support.js';
+import { createWebhook, jsonRequest, percentile, report, sampleRss, until, tearDown } from './support.js';
 
 /**
  * Drill 5 (issue 11): 20,000 deliveries pending across 50 webhooks of three users (written
@@ -20,10 +20,7 @@ describe('a backlog of 20,000 deliveries', () => {
   let server: RunningServer | undefined;
   let receiver: Server | undefined;
   afterAll(async () => {
-    await server?.stop('SIGKILL');
-    receiver?.closeAllConnections();
-    receiver?.close();
-    await database?.drop();
+    await tearDown({ server, receiver, database });
   });
 
   it('drains while the API keeps its latency and memory bounded', async () => {

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { PrivatePostgres } from '../test/support/private-services.js';
 import { adminAuth, startServer, type RunningServer, type TestDatabase } from '../test/support/server.js';
-import { createWebhook, jsonRequest, listAll, percentile, privatePostgresDatabase, report, sleep, until } from './support.js';
+import { createWebhook, jsonRequest, listAll, percentile, privatePostgresDatabase, report, sleep, until, tearDown } from './support.js';
 
 /**
  * Drill 2 (issue 11): the database stops under a running server, with writes acknowledged and
@@ -22,10 +22,7 @@ describe('PostgreSQL stopped and started', () => {
   let receiver: Server | undefined;
   const dataDir = mkdtempSync(join(tmpdir(), 'restwire-drill-pg-'));
   afterAll(async () => {
-    await server?.stop('SIGKILL');
-    receiver?.closeAllConnections();
-    receiver?.close();
-    await database?.drop();
+    await tearDown({ server, receiver, database });
     rmSync(dataDir, { recursive: true, force: true });
   });
 

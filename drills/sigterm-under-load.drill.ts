@@ -2,7 +2,7 @@ import { createServer, type Server } from 'node:http';
 import { connect } from 'node:net';
 import { afterAll, describe, expect, it } from 'vitest';
 import { adminAuth, createTestDatabase, startServer, type RunningServer, type TestDatabase } from '../test/support/server.js';
-import { createWebhook, jsonRequest, listAll, report, sleep, until } from './support.js';
+import { createWebhook, jsonRequest, listAll, report, sleep, until, tearDown } from './support.js';
 
 /**
  * Drill 7 (issue 11): slow clients and SIGTERM under load. Bodies trickling in slower than
@@ -51,10 +51,7 @@ describe('slow clients and SIGTERM under load', () => {
   let server: RunningServer | undefined;
   let receiver: Server | undefined;
   afterAll(async () => {
-    await server?.stop('SIGKILL');
-    receiver?.closeAllConnections();
-    receiver?.close();
-    await database?.drop();
+    await tearDown({ server, receiver, database });
   });
 
   it('cuts slow bodies off, finishes what is in flight, and exits 0 within the drain deadline', async () => {

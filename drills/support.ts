@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import type { Server } from 'node:http';
 import { hasProgram, startPrivatePostgres, type PrivatePostgres } from '../test/support/private-services.js';
 import { adminAuth, type RunningServer, type TestDatabase } from '../test/support/server.js';
 
@@ -108,4 +109,12 @@ export async function createWebhook(server: RunningServer, target: string, auth 
   const response = await fetch(`${server.url}/api/v1/webhooks/`, jsonRequest('POST', { target_url: target, events }, auth));
   if (response.status !== 201) throw new Error(`webhook not created: ${response.status} ${await response.text()}`);
   return ((await response.json()) as { id: number }).id;
+}
+
+/** A drill's teardown: kill its server, close its receiver, drop its database (each if made). */
+export async function tearDown(parts: { server?: RunningServer; receiver?: Server; database?: TestDatabase }): Promise<void> {
+  await parts.server?.stop('SIGKILL');
+  parts.receiver?.closeAllConnections();
+  parts.receiver?.close();
+  await parts.database?.drop();
 }
