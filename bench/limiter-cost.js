@@ -35,8 +35,8 @@ const REDIS_URL = process.env.REDIS_URL ?? process.env.TEST_REDIS_URL ?? 'redis:
 const PREFIX = `restwire-bench-${randomBytes(6).toString('hex')}`;
 
 const { loadConfig, parseRate } = await import('../dist/config.js');
-const { openRedisStore } = await import('../dist/throttling/redis-store.js');
-const { RequestThrottle, memoryLimiter } = await import('../dist/throttling/request-throttle.js');
+const { openRedisStore } = await import('../dist/http/throttling/redis-store.js');
+const { RequestThrottle, memoryLimiter } = await import('../dist/http/throttling/request-throttle.js');
 
 /** Over HTTP: one server per store, one record, autocannon on it. */
 async function httpRow(processes, store) {

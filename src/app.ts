@@ -25,8 +25,8 @@ import type { ChangeListener } from './resources/resource.js';
 import { rootView } from './resources/root.js';
 import { meView } from './resources/users.js';
 import { buildViewSet, type ViewSet } from './resources/viewset.js';
-import type { RedisStore } from './throttling/redis-store.js';
-import { RequestThrottle, memoryLimiter, type LimiterFactory } from './throttling/request-throttle.js';
+import type { RedisStore } from './http/throttling/redis-store.js';
+import { RequestThrottle, memoryLimiter, type LimiterFactory } from './http/throttling/request-throttle.js';
 import { VERSION } from './version.js';
 import { eventCatalogView } from './webhooks/catalog.js';
 import { deliveriesResource } from './webhooks/deliveries-log.js';
@@ -104,7 +104,7 @@ export async function buildApp(config: Config, storage: Storage, options: AppOpt
   const redis =
     config.redisUrl === null
       ? null
-      : await (await import('./throttling/redis-store.js')).openRedisStore(config, { log: server.log, counters: metrics.rateLimitStore });
+      : await (await import('./http/throttling/redis-store.js')).openRedisStore(config, { log: server.log, counters: metrics.rateLimitStore });
   if (redis) server.addHook('onClose', redis.close);
   const limiters = options.limiterFactory ?? redis?.limiters ?? memoryLimiter;
   const auth = await createAuthentication({ config, storage, keys, users: userStore, limiterFactory: limiters });

@@ -1,5 +1,29 @@
 import { resolve } from 'node:path';
-import { DEFAULT_RETRY_SCHEDULE, parseRetrySchedule } from './webhooks/retry-schedule.js';
+
+/** The default WEBHOOK_RETRY_SCHEDULE, in seconds: nine retries over about two days. */
+export const DEFAULT_RETRY_SCHEDULE: readonly number[] = Object.freeze([
+  10, 60, 300, 1800, 3600, 10800, 21600, 43200, 86400,
+]);
+
+/**
+ * Parses a comma-separated list of whole seconds (`"10, 60,300"`); an empty or blank string is
+ * no retries. Throws an Error naming the bad entry for anything else.
+ */
+export function parseRetrySchedule(text: string): readonly number[] {
+  if (typeof text !== 'string') throw new Error('retry schedule must be a string of comma-separated seconds');
+  if (text.trim() === '') return Object.freeze([]);
+  const delays = text.split(',').map((entry, index) => {
+    const trimmed = entry.trim();
+    const seconds = Number(trimmed);
+    if (!/^\d+$/.test(trimmed) || !Number.isSafeInteger(seconds)) {
+      throw new Error(
+        `retry schedule must be comma-separated whole seconds, e.g. "10,60,300"; entry ${index + 1} (${JSON.stringify(entry)}) is not`,
+      );
+    }
+    return seconds;
+  });
+  return Object.freeze(delays);
+}
 
 /** A rate as `N/second|minute|hour|day` (API.md §0). */
 export interface Rate {

@@ -20,7 +20,7 @@ export { defineResource, LOOKUPS, type ActionName, type Lookup, type RelatedList
 export { field, type CommonOptions, type Field, type FieldType, type OnDelete } from './resources/fields.js';
 /** The seed's `experiences`, for a resources folder that wants to keep serving it: `export { experiences as default } from 'restwire'`. */
 export { experiences } from './resources/experiences.js';
-export type { Permission, PermissionContext, OwnedRecord } from './auth/permissions.js';
+export type { Permission, PermissionContext, OwnedRecord } from './http/caller.js';
 
 /** Permission policies (DRF's), and `and` / `or` / `not` to combine them. */
 export const permission = { allowAny, isAuthenticated, authenticatedOrReadOnly, ownerOrReadOnly, and, or, not } as const;

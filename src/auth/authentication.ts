@@ -1,7 +1,8 @@
 import type { Config } from '../config.js';
 import type { Storage } from '../db/database.js';
-import type { LimiterFactory } from '../throttling/request-throttle.js';
-import { basicAuthentication, storeVerifier, type Authenticator, type CredentialVerifier } from './authenticators.js';
+import type { LimiterFactory } from '../http/throttling/request-throttle.js';
+import type { Authenticator } from '../http/caller.js';
+import { basicAuthentication, storeVerifier, type CredentialVerifier } from './authenticators.js';
 import { CredentialCache, cachedVerifier } from './credential-cache.js';
 import { trustedOrigins } from './csrf.js';
 import type { Keys } from './keys.js';

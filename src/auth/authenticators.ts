@@ -1,17 +1,7 @@
 import type { FastifyRequest } from 'fastify';
 import { AuthenticationFailed } from '../http/errors.js';
-import type { Identity } from './user.js';
+import type { Authenticator, Identity } from '../http/caller.js';
 import type { UserStore } from './users.js';
-
-/**
- * DRF's authentication interface: an authenticator returns who the caller is, null when the
- * request does not use its scheme (the next one is tried), or throws AuthenticationFailed when
- * it does use the scheme but the credentials are wrong (API.md §3: 401 even on GET).
- */
-export interface Authenticator {
-  readonly scheme: string;
-  authenticate(request: FastifyRequest): Promise<Identity | null>;
-}
 
 /** Splits `Authorization: <scheme> <credentials>`; the scheme is case-insensitive (RFC 9110 §11.1). */
 export function readAuthorization(request: FastifyRequest): { scheme: string; credentials: string } | null {

@@ -3,7 +3,7 @@ import type { FastifyRequest } from 'fastify';
 import { describe, expect, it, vi } from 'vitest';
 import { CredentialCache, cachedVerifier } from './credential-cache.js';
 import { PasswordChangeLog } from './password-changes.js';
-import type { User } from './user.js';
+import type { User } from '../http/caller.js';
 
 const T0 = 1_800_000_000_000;
 const alice: User = { id: 1, username: 'alice', passwordChangedAt: T0 - 1000 };

@@ -1,7 +1,7 @@
 import { createHmac } from 'node:crypto';
 import type { CredentialVerifier } from './authenticators.js';
 import type { PasswordChangeLog } from './password-changes.js';
-import type { User } from './user.js';
+import type { User } from '../http/caller.js';
 
 /**
  * Basic sends the password with every request, and a slow hash on every request would make

@@ -3,9 +3,9 @@ import type { FastifyRequest } from 'fastify';
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it, vi } from 'vitest';
 import { Throttled } from '../http/errors.js';
-import { openRedisStore, type RedisStore } from '../throttling/redis-store.js';
+import { openRedisStore, type RedisStore } from '../http/throttling/redis-store.js';
 import { LOGIN_LIMITS, LoginThrottle, throttledVerifier } from './login-throttle.js';
-import type { User } from './user.js';
+import type { User } from '../http/caller.js';
 
 const alice: User = { id: 1, username: 'alice', passwordChangedAt: 0 };
 

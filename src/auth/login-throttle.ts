@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
 import type { Rate } from '../config.js';
 import { Throttled } from '../http/errors.js';
-import { memoryLimiter, type LimiterFactory } from '../throttling/request-throttle.js';
+import { memoryLimiter, type LimiterFactory } from '../http/throttling/request-throttle.js';
 import type { CredentialVerifier } from './authenticators.js';
 
 /**

@@ -1,25 +1,4 @@
-import type { User } from './user.js';
-
-/** What a permission sees of the request. */
-export interface PermissionContext {
-  readonly method: string;
-  readonly user: User | null;
-}
-
-/** A record a permission can judge; `ownerId` is null for records nobody owns. */
-export interface OwnedRecord {
-  readonly ownerId: number | null;
-}
-
-/**
- * DRF's permission interface: `hasPermission` before the handler runs, `hasObjectPermission`
- * once the record is loaded. Both must allow.
- */
-export interface Permission {
-  readonly name: string;
-  hasPermission(context: PermissionContext): boolean;
-  hasObjectPermission(context: PermissionContext, record: OwnedRecord): boolean;
-}
+import type { Permission } from '../http/caller.js';
 
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
 

@@ -3,11 +3,11 @@ import { parseCookie, stringifySetCookie } from 'cookie';
 import type { FastifyRequest } from 'fastify';
 import type { Kysely } from 'kysely';
 import type { Database } from '../db/schema.js';
-import type { Authenticator } from './authenticators.js';
+import type { Authenticator } from '../http/caller.js';
 import { checkCsrf } from './csrf.js';
 import { isSafeMethod } from './permissions.js';
 import { toUser } from './users.js';
-import type { User } from './user.js';
+import type { User } from '../http/caller.js';
 
 /**
  * Server-side sessions for browsers (API.md §3): an HttpOnly `sessionid` cookie whose SHA-256

@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { InvalidToken } from '../http/errors.js';
 import { PasswordChangeLog } from './password-changes.js';
 import { AccessTokens, createKeyring, keyId } from './tokens.js';
-import type { User } from './user.js';
+import type { User } from '../http/caller.js';
 
 const alice: User = { id: 7, username: 'alice', passwordChangedAt: 1_700_000_000_000 };
 

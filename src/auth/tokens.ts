@@ -1,9 +1,10 @@
 import { createHash } from 'node:crypto';
 import { errors as joseErrors, jwtVerify, SignJWT, type CryptoKey, type JWTVerifyGetKey } from 'jose';
 import { InvalidToken } from '../http/errors.js';
-import { readAuthorization, type Authenticator } from './authenticators.js';
+import type { Authenticator } from '../http/caller.js';
+import { readAuthorization } from './authenticators.js';
 import type { PasswordChangeLog } from './password-changes.js';
-import type { User } from './user.js';
+import type { User } from '../http/caller.js';
 
 /**
  * Access tokens (API.md §3): HS256 JWTs verified without a database read. The algorithm is

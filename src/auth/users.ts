@@ -1,7 +1,7 @@
 import type { Kysely } from 'kysely';
 import type { Database, UserRow } from '../db/schema.js';
 import { decoyHash, hashPassword, verifyPassword } from './passwords.js';
-import type { User } from './user.js';
+import type { User } from '../http/caller.js';
 
 /** Username rules, as Django's: 1–150 characters of letters, digits and @ . + - _ */
 export const USERNAME_PATTERN = /^[\p{L}\p{N}@.+\-_]{1,150}$/u;

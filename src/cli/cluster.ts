@@ -4,7 +4,7 @@ import { RateLimiterCluster, RateLimiterClusterMaster } from 'rate-limiter-flexi
 import { loadKeys } from '../auth/keys.js';
 import { UserStore } from '../auth/users.js';
 import type { Config } from '../config.js';
-import type { LimiterFactory } from '../throttling/request-throttle.js';
+import type { LimiterFactory } from '../http/throttling/request-throttle.js';
 import { createDispatcher, type Dispatcher } from '../webhooks/dispatcher.js';
 import { ensureFirstUser } from './first-user.js';
 import { openProject } from './project.js';

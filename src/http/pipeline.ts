@@ -1,13 +1,13 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import type { Authenticator } from '../auth/authenticators.js';
-import type { Identity } from '../auth/user.js';
-import type { RequestThrottle, ThrottleState } from '../throttling/request-throttle.js';
+import type { Authenticator, Identity } from './caller.js';
+import type { RequestThrottle, ThrottleState } from './throttling/request-throttle.js';
 import { entityTag, noneMatch } from './conditional.js';
 import { MethodNotAllowed, NotAcceptable, NotAuthenticated, PermissionDenied, Throttled, type ApiError } from './errors.js';
 import { negotiate } from './negotiation.js';
 import { parseBody, type RequestData } from './parsers.js';
 import { BROWSABLE_SECURITY_HEADERS } from './browsable/security-headers.js';
-import { CONTENT_TYPES, HTML_TYPE, JSON_TYPE, RENDERERS } from './renderers.js';
+import { renderBrowsable } from './browsable/index.js';
+import { CONTENT_TYPES, CSV_TYPE, HTML_TYPE, JSON_TYPE, renderCsv, renderJson, type Renderer } from './renderers.js';
 import { RepresentationCache, type CachedRepresentation } from './representation-cache.js';
 import { allowedMethods, type ApiRequest, type ApiResponse, type Method, type View } from './view.js';
 
@@ -204,6 +204,13 @@ function describe(view: View): Record<string, unknown> {
 }
 
 /** Stage 3: render in the negotiated media type, with a strong ETag for a GET or HEAD that succeeded. */
+/** One renderer per negotiated media type (API.md §1); HTML is the browsable API (issue 12). */
+const RENDERERS: Record<string, Renderer> = {
+  [JSON_TYPE]: renderJson,
+  [HTML_TYPE]: renderBrowsable,
+  [CSV_TYPE]: renderCsv,
+};
+
 function render(request: FastifyRequest, reply: FastifyReply, view: View, response: ApiResponse): CachedRepresentation {
   const status = response.status ?? 200;
   if (response.body === undefined && response.rendered === undefined) {

@@ -1,9 +1,10 @@
 /**
  * Renderers turn a handler's result into bytes of the negotiated media type (API.md §1):
- * JSON (the default), CSV for records and collections, and HTML for the browsable API.
+ * JSON (the default) and CSV for records and collections here; HTML, the browsable API, is
+ * `browsable/`'s renderBrowsable. The pipeline holds the table of all three, so the page
+ * templates can use this file without importing themselves back.
  */
-import type { User } from '../auth/user.js';
-import { renderBrowsable } from './browsable/index.js';
+import type { User } from './caller.js';
 import type { View } from './view.js';
 
 export type Renderer = (body: unknown, context: RenderContext) => string;
@@ -76,12 +77,3 @@ const HTML_ESCAPES: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '
 export function escapeHtml(text: string): string {
   return text.replace(/[&<>"']/g, (c) => HTML_ESCAPES[c]!);
 }
-
-/** The browsable API (issue 12): pages with forms, generated from the view and its declaration. */
-export const renderHtml: Renderer = (body, context) => renderBrowsable(body, context);
-
-export const RENDERERS: Record<string, Renderer> = {
-  [JSON_TYPE]: renderJson,
-  [HTML_TYPE]: renderHtml,
-  [CSV_TYPE]: renderCsv,
-};

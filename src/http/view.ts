@@ -1,6 +1,6 @@
 import type { FastifyRequest } from 'fastify';
-import type { Permission } from '../auth/permissions.js';
-import type { Identity, User } from '../auth/user.js';
+import type { Permission } from './caller.js';
+import type { Identity, User } from './caller.js';
 import type { RequestData } from './parsers.js';
 
 export const METHODS = ['GET', 'HEAD', 'OPTIONS', 'POST', 'PUT', 'PATCH', 'DELETE'] as const;

@@ -5,7 +5,7 @@ import { allowAny } from '../auth/permissions.js';
 import type { RefreshTokens } from '../auth/refresh-tokens.js';
 import { SESSION_COOKIE, readCookie, type SessionStore } from '../auth/sessions.js';
 import type { AccessTokens } from '../auth/tokens.js';
-import type { User } from '../auth/user.js';
+import type { User } from '../http/caller.js';
 import { UsernameTaken, passwordProblems, usernameProblems, type UserStore } from '../auth/users.js';
 import { AuthenticationFailed, ValidationError, type FieldErrors } from '../http/errors.js';
 import type { RequestData } from '../http/parsers.js';

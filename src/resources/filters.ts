@@ -3,16 +3,13 @@
 // search fields. A value is read by the field's own rules, so a bad one is a 400 naming the
 // parameter with the field's message, never ignored.
 
-import { sql, type Expression, type ExpressionBuilder, type SqlBool } from 'kysely';
+import { sql, type SqlBool } from 'kysely';
+import type { Condition } from '../db/dynamic-tables.js';
 import { columnOf, joinTableOf } from '../db/schema-state.js';
 import type { FieldErrors } from '../http/errors.js';
 import { readReference, type Field, type ParseContext } from './fields.js';
 import type { Lookup, Resource } from './resource.js';
 
-// The viewset's queries run over a table chosen at run time, which Kysely's types cannot name.
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-type AnyBuilder = ExpressionBuilder<any, any>;
-export type Condition = (eb: AnyBuilder) => Expression<SqlBool>;
 
 /** One query parameter a list accepts. */
 export interface QueryFilter {

@@ -3,15 +3,11 @@
 // every referenced record exists. Deleting a referenced record is the viewset's (`viewset.ts`),
 // since each affected record raises its own event.
 
-import type { Kysely } from 'kysely';
+import type { DynamicDb } from '../db/dynamic-tables.js';
 import { joinTableOf } from '../db/schema-state.js';
 import { recordPath } from '../http/paths.js';
 import type { Resource } from './resource.js';
 
-// Tables are chosen at run time from declarations, which Kysely's static types cannot name.
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-export type DynamicDb = Kysely<any>;
-export type Row = Record<string, unknown> & { id: number };
 
 /** Finds a declared collection by name (the registry's lookup). */
 export type CollectionLookup = (name: string) => Resource | undefined;

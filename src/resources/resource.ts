@@ -4,13 +4,14 @@
 // (reference targets, duplicate names and events) and adds the file name.
 
 import type { Kysely, Transaction } from 'kysely';
-import { and, authenticatedOrReadOnly, ownerOrReadOnly, type Permission } from '../auth/permissions.js';
-import type { User } from '../auth/user.js';
+import { and, authenticatedOrReadOnly, ownerOrReadOnly } from '../auth/permissions.js';
+import type { Permission } from '../http/caller.js';
+import type { User } from '../http/caller.js';
 import type { Database } from '../db/schema.js';
 import type { FieldErrors } from '../http/errors.js';
 import type { ActionDocs, ApiRequest, ApiResponse } from '../http/view.js';
-import type { Condition } from './filters.js';
-import type { DynamicDb, Row } from './relations.js';
+import type { Condition } from '../db/dynamic-tables.js';
+import type { DynamicDb, Row } from '../db/dynamic-tables.js';
 import { isField, isInvalidField, optionsOf, FIELD_TYPES, type Field } from './fields.js';
 
 /** The viewset actions a resource can offer (DRF's names). */

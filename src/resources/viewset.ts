@@ -7,10 +7,11 @@ import { CursorCodec, parsePageRequest, type PageRequest } from '../http/paginat
 import { isFormData, type RequestData } from '../http/parsers.js';
 import { parseId, recordPath } from '../http/paths.js';
 import { permissionDenied } from '../http/pipeline.js';
+import type { Condition, DynamicDb, Row } from '../db/dynamic-tables.js';
 import { CSV_TYPE, HTML_TYPE, JSON_TYPE } from '../http/renderers.js';
 import type { Action, ApiRequest, View } from '../http/view.js';
 import { parseField, readReference, type Field, type ParseContext } from './fields.js';
-import { buildFilters, readFilterParams, type Condition } from './filters.js';
+import { buildFilters, readFilterParams } from './filters.js';
 import { fetchKeysetPage, pageResponse } from './keyset.js';
 import {
   loadReferenceLists,
@@ -18,8 +19,6 @@ import {
   missingReferences,
   referrersOf,
   type CollectionLookup,
-  type DynamicDb,
-  type Row,
 } from './relations.js';
 import { collectionPathOf, recordRouteOf, representationFields, type ActionContext, type Change, type ChangeListener, type Resource } from './resource.js';
 

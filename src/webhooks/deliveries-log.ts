@@ -3,7 +3,7 @@ import { isAuthenticated } from '../auth/permissions.js';
 import { WAITING, announceDeliveries } from '../db/delivery-queue.js';
 import { ValidationError, type FieldErrors } from '../http/errors.js';
 import { field, type Field, type FieldResult } from '../resources/fields.js';
-import type { DynamicDb, Row } from '../resources/relations.js';
+import type { DynamicDb, Row } from '../db/dynamic-tables.js';
 import { defineBuiltinResource, type Resource } from '../resources/resource.js';
 import { enqueueDeliveries } from './outbox.js';
 import { loadOwnWebhook } from './subscriptions.js';

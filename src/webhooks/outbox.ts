@@ -3,8 +3,9 @@ import type { Kysely, Transaction } from 'kysely';
 import { announceDeliveries } from '../db/delivery-queue.js';
 import type { Storage } from '../db/database.js';
 import type { Database } from '../db/schema.js';
-import { readFilterParams, type Condition, type QueryFilter } from '../resources/filters.js';
-import type { DynamicDb } from '../resources/relations.js';
+import type { Condition } from '../db/dynamic-tables.js';
+import { readFilterParams, type QueryFilter } from '../resources/filters.js';
+import type { DynamicDb } from '../db/dynamic-tables.js';
 import type { Change, ChangeListener, PendingChange, Resource } from '../resources/resource.js';
 import { eventPayload, type Actor } from './events.js';
 

@@ -5,7 +5,7 @@ import { parseId } from '../http/paths.js';
 import type { ApiRequest } from '../http/view.js';
 import { field, type Field, type FieldResult } from '../resources/fields.js';
 import { readFilterParams, type QueryFilter } from '../resources/filters.js';
-import type { DynamicDb, Row } from '../resources/relations.js';
+import type { DynamicDb, Row } from '../db/dynamic-tables.js';
 import { defineBuiltinResource, type Resource } from '../resources/resource.js';
 import { TargetRefusedError, checkTargetUrl } from './address-guard.js';
 import { pingPayload } from './events.js';

@@ -1,5 +1,5 @@
 import { html } from 'ghtml';
-import type { User } from '../../auth/user.js';
+import type { User } from '../caller.js';
 import type { RenderContext } from '../renderers.js';
 import { deliveryListPage, deliveryPage } from './delivery-pages.js';
 import { layout } from './layout.js';

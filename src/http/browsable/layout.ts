@@ -1,5 +1,5 @@
 import { html } from 'ghtml';
-import type { User } from '../../auth/user.js';
+import type { User } from '../caller.js';
 import { ASSET_PREFIX } from './assets.js';
 
 // The frame every browsable page shares: head (own stylesheet and script only, see

@@ -1,5 +1,5 @@
 import { html } from 'ghtml';
-import type { User } from '../../auth/user.js';
+import type { User } from '../caller.js';
 
 // The login page (issue 12 §2), DRF's `/api-auth/login/`: a form the script sends to the session
 // endpoint (`POST /api/v1/auth/session/`, API.md §3). A wrong username and a wrong password read

@@ -1,4 +1,4 @@
-import type { Permission } from '../../auth/permissions.js';
+import type { Permission } from '../caller.js';
 import { HTML_TYPE } from '../renderers.js';
 import type { View } from '../view.js';
 import { LOGIN_PATH } from './login-page.js';

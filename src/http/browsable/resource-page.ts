@@ -1,5 +1,5 @@
 import { html } from 'ghtml';
-import type { User } from '../../auth/user.js';
+import type { User } from '../caller.js';
 import { entityTag } from '../conditional.js';
 import { JSON_TYPE, renderJson, type RenderContext } from '../renderers.js';
 import type { ListControls } from '../view.js';

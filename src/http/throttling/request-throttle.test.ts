@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { parseRate } from '../config.js';
+import { parseRate } from '../../config.js';
 import { RequestThrottle } from './request-throttle.js';
 
 const rates = { anon: parseRate('RATE_LIMIT_ANON', '3/minute'), user: parseRate('RATE_LIMIT_USER', '5/hour') };

@@ -1,5 +1,5 @@
 import { RateLimiterMemory, RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
-import type { Rate } from '../config.js';
+import type { Rate } from '../../config.js';
 
 /** What the X-Rate-Limit-* headers report (SEED.md §8). */
 export interface ThrottleState {

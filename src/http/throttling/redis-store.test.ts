@@ -3,7 +3,7 @@ import { EventEmitter } from 'node:events';
 import { Redis } from 'ioredis';
 import { RateLimiterRes } from 'rate-limiter-flexible';
 import { afterAll, describe, expect, it } from 'vitest';
-import { parseRate } from '../config.js';
+import { parseRate } from '../../config.js';
 import { StoreHealth, openRedisStore, type RedisStore, type StoreReporting } from './redis-store.js';
 import { RequestThrottle } from './request-throttle.js';
 

@@ -1,6 +1,6 @@
 import { Redis } from 'ioredis';
 import { RateLimiterCompatibleAbstract, RateLimiterMemory, RateLimiterRedis, type RateLimiterRes } from 'rate-limiter-flexible';
-import type { Config } from '../config.js';
+import type { Config } from '../../config.js';
 import type { LimiterFactory } from './request-throttle.js';
 
 /**

@@ -1,0 +1,50 @@
+// Who is calling and the policy interfaces that judge them (DRF's authentication and permission
+// interfaces). They live in http/ because the pipeline runs them; auth/ implements them.
+import type { FastifyRequest } from 'fastify';
+
+/** The authenticated caller. Anonymous callers have no User at all (SEED.md §5 rule 3). */
+export interface User {
+  readonly id: number;
+  readonly username: string;
+  /** Changes with the password; caches and refresh tokens issued before it are void. */
+  readonly passwordChangedAt: number;
+}
+
+/** How the caller proved who they are. */
+export type AuthScheme = 'basic' | 'bearer' | 'session';
+
+export interface Identity {
+  readonly user: User;
+  readonly scheme: AuthScheme;
+}
+
+/**
+ * DRF's authentication interface: an authenticator returns who the caller is, null when the
+ * request does not use its scheme (the next one is tried), or throws AuthenticationFailed when
+ * it does use the scheme but the credentials are wrong (API.md §3: 401 even on GET).
+ */
+export interface Authenticator {
+  readonly scheme: string;
+  authenticate(request: FastifyRequest): Promise<Identity | null>;
+}
+
+/** What a permission sees of the request. */
+export interface PermissionContext {
+  readonly method: string;
+  readonly user: User | null;
+}
+
+/** A record a permission can judge; `ownerId` is null for records nobody owns. */
+export interface OwnedRecord {
+  readonly ownerId: number | null;
+}
+
+/**
+ * DRF's permission interface: `hasPermission` before the handler runs, `hasObjectPermission`
+ * once the record is loaded. Both must allow.
+ */
+export interface Permission {
+  readonly name: string;
+  hasPermission(context: PermissionContext): boolean;
+  hasObjectPermission(context: PermissionContext, record: OwnedRecord): boolean;
+}
