@@ -102,6 +102,7 @@ describe('sendAttempt', () => {
   it('delivers a signed body with the required headers; 2xx is ok', async () => {
     const secret = generateSecret();
     const signature = signDelivery({ deliveryId: 'd-1', timestamp: Math.floor(Date.now() / 1000), body, secrets: [secret] });
+    const started = performance.now();
     const outcome = await sendAttempt({
       url: `${base}/ok`,
       headers: { 'X-Service-Delivery': 'd-1', ...signature },
@@ -112,7 +113,10 @@ describe('sendAttempt', () => {
     expect(outcome.retryAfterSeconds).toBeUndefined();
     expect(outcome.responseHeaders['content-type']).toBe('text/plain');
     expect(outcome.responseHeaders['x-receiver']).toBe('a, b');
+    // The attempt's own duration in whole milliseconds: within what the caller waited.
+    expect(Number.isInteger(outcome.durationMs)).toBe(true);
     expect(outcome.durationMs).toBeGreaterThanOrEqual(0);
+    expect(outcome.durationMs).toBeLessThanOrEqual(Math.ceil(performance.now() - started));
 
     const seen = received.get('/ok') as Received;
     expect(seen.body).toBe(body);
