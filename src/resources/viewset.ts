@@ -26,7 +26,6 @@ import { collectionPathOf, recordRouteOf, representationFields, type ActionConte
 // the collection and the record, with list, create, retrieve, update, partial update and destroy.
 // Every action runs behind the pipeline's stages (`http/pipeline.ts`).
 
-
 export const RECORD_MEDIA_TYPES = [JSON_TYPE, HTML_TYPE, CSV_TYPE] as const;
 
 /** What every viewset of one server shares. */
