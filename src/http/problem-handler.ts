@@ -5,10 +5,9 @@ import { isDatabaseUnavailable, type DatabaseOutage } from '../db/outage.js';
 import { ApiError, DatabaseUnavailable, HeadersTooLarge, NotFound, ParseError, PayloadTooLarge, RequestTimeout, UnsupportedMediaType } from './errors.js';
 import { SUPPORTED_MEDIA_TYPES } from './parsers.js';
 import { renderProblemPage } from './browsable/index.js';
-import { BROWSABLE_SECURITY_HEADERS } from './browsable/security-headers.js';
 import { API_PREFIX, requestPath, requestTarget } from './pipeline.js';
 import { CONTENT_TYPES, HTML_TYPE } from './renderers.js';
-import { SECURITY_HEADERS } from './security-headers.js';
+import { BROWSABLE_SECURITY_HEADERS, SECURITY_HEADERS } from './security-headers.js';
 
 /**
  * The one place errors become responses: `application/problem+json` (RFC 9457) with `type`,

@@ -1,7 +1,8 @@
-import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
+// The one place security headers are set. Every response carries SECURITY_HEADERS, set first so
+// that errors and 404s do too (issue 11, finding 12e); a browsable page replaces the policy with
+// BROWSABLE_SECURITY_HEADERS (issue 12 §6).
 
-// Headers every response carries, the browsable HTML above all (issue 11, finding 12e). The
-// pages are static: inline styles, links, nothing else; no script, frame, form or plug-in may run.
+import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
 
 /** The policy the HTML pages need (renderers.ts, docs.ts), and nothing more. */
 export const CONTENT_SECURITY_POLICY =
@@ -20,3 +21,26 @@ export function securityHeaders(_request: FastifyRequest, reply: FastifyReply, d
   reply.headers(SECURITY_HEADERS);
   done();
 }
+
+// Browsable pages: scripts and styles come only from restwire's own origin (`/static/restwire/`);
+// no inline script or style, no framing, forms and fetches only to this origin. The
+// self-contained docs page (`resources/docs.ts`, inline <style>) is sent with CONTENT_SECURITY_POLICY.
+
+/** Content-Security-Policy of every browsable page (CSP Level 3). */
+export const BROWSABLE_CSP = [
+  "default-src 'none'",
+  "script-src 'self'",
+  "style-src 'self'",
+  "img-src 'self' data:",
+  "connect-src 'self'",
+  "form-action 'self'",
+  "base-uri 'none'",
+  "frame-ancestors 'none'",
+].join('; ');
+
+/** Headers added to every browsable page. */
+export const BROWSABLE_SECURITY_HEADERS: Readonly<Record<string, string>> = {
+  'content-security-policy': BROWSABLE_CSP,
+  'x-content-type-options': 'nosniff',
+  'referrer-policy': 'same-origin',
+};
