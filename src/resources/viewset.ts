@@ -391,7 +391,7 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
     // not a scoped one (each caller's own webhooks), nor one the dispatcher changes.
     ...(hooks.scope ? {} : { version: () => storage.dataVersion() }),
     async handle(request) {
-      const page = parsePageRequest(request.query, orderings, resource.defaultOrdering, cursors);
+      const page = parsePageRequest(request.query, orderings, resource.defaultOrdering, cursors, listPath(request));
       const found = await listPage(request, page);
       return pageResponse(found, await represent(found.rows));
     },
