@@ -97,6 +97,27 @@ describe('field types (RESOURCES.md §2)', () => {
     expect(check(tags, '/api/v1/authors/1/')).toEqual({ errors: ['Expected a list of items but got type "str".'] });
   });
 
+  it('references: a list over maxItems is refused by its length alone; an undeclared maxItems is 1000 (issue 22)', () => {
+    const bad = Array.from({ length: 40_000 }, (_, index) => (index % 2 ? 3 : '/api/v1/authors/1/'));
+    expect(check(field.references('authors', { maxItems: 20 }), bad)).toEqual({ errors: ['Ensure this field has no more than 20 elements.'] });
+    const paths = (count: number) => Array.from({ length: count }, (_, index) => `/api/v1/authors/${index + 1}/`);
+    expect(check(field.references('authors'), paths(1001))).toEqual({ errors: ['Ensure this field has no more than 1000 elements.'] });
+    expect(check(field.references('authors'), paths(1000))).toHaveLength(1000);
+    expect(check(field.references('authors'), ['/api/v1/authors/2/', '/api/v1/authors/2/', '/api/v1/authors/2/'])).toEqual({
+      errors: ['Duplicate reference /api/v1/authors/2/.', 'Duplicate reference /api/v1/authors/2/.'],
+    });
+    expect(field.references('authors').schema()).toMatchObject({ maxItems: 1000 });
+    expect(field.references('authors', { maxItems: 10_001 })).toMatchObject({ invalid: 'field.references: option maxItems must be at most 10000' });
+  });
+
+  it('json: a number beyond a double (1e400 read as Infinity) is refused at any depth, not stored as null (issue 22)', () => {
+    const message = { errors: ['Value must be valid JSON: a number is out of range (it must be finite).'] };
+    expect(check(field.json(), JSON.parse('1e400'))).toEqual(message);
+    expect(check(field.json(), JSON.parse('{"a": [1, {"b": -1e400}]}'))).toEqual(message);
+    expect(check(field.json(), '[2e999]', form)).toEqual(message);
+    expect(check(field.json(), { a: [1e300, -0.5] })).toEqual({ a: [1e300, -0.5] });
+  });
+
   it('describes itself for OpenAPI, OPTIONS and migrations', () => {
     const year = field.integer({ min: 0, max: 3000, required: false, label: 'Year' });
     expect(year.schema()).toMatchObject({ type: ['integer', 'null'], minimum: 0, maximum: 3000, title: 'Year' });

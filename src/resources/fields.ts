@@ -62,6 +62,8 @@ export interface Field {
   /** `reference` / `references`: the target collection and what deleting it does. */
   readonly to?: string;
   readonly onDelete?: OnDelete;
+  /** `references`: the most items a list holds (declared, or MAX_REFERENCES). */
+  readonly maxItems?: number;
   /** Checks an input value (never null/absent handling: see `parseField`); returns what is stored. */
   parse(value: unknown, context: ParseContext): FieldResult;
   /** The stored value as shown (JSON). References show paths. */
@@ -114,6 +116,7 @@ interface TypeSpec {
   state?: Partial<FieldState>;
   to?: string;
   onDelete?: OnDelete;
+  maxItems?: number;
 }
 
 const ok = (value: unknown): FieldResult => ({ ok: true, value });
@@ -162,6 +165,7 @@ function makeField(options: CommonOptions<unknown> & Record<string, unknown>, sp
     hasDefault,
     defaultValue,
     ...(spec.to ? { to: spec.to, onDelete: spec.onDelete } : {}),
+    ...(spec.maxItems !== undefined ? { maxItems: spec.maxItems } : {}),
     parse: spec.parse,
     show: (stored) => (stored === null || stored === undefined ? (spec.type === 'references' ? [] : null) : show(stored)),
     schema: () => schema,
@@ -529,7 +533,14 @@ function json(options: CommonOptions<unknown> & { maxBytes?: number } = {}): Fie
           return fail('Value must be valid JSON.');
         }
       }
-      const textValue = JSON.stringify(parsed);
+      // JSON.parse reads 1e400 as Infinity, which JSON.stringify writes as null: refused, not
+      // stored as something else (issue 22 item 15). The replacer sees every value, at any depth.
+      let finite = true;
+      const textValue = JSON.stringify(parsed, (_key, item: unknown) => {
+        if (typeof item === 'number' && !Number.isFinite(item)) finite = false;
+        return item;
+      });
+      if (!finite) return fail('Value must be valid JSON: a number is out of range (it must be finite).');
       if (textValue === undefined) return fail('Value must be valid JSON.');
       if (Buffer.byteLength(textValue) > maxBytes) return fail(`Ensure this value has no more than ${maxBytes} bytes as JSON.`);
       return ok(textValue);
@@ -596,11 +607,24 @@ function reference(collection: string, options: CommonOptions<string> & { onDele
   });
 }
 
+/**
+ * The most references one list may hold: the default `maxItems`, and the most a declaration may
+ * ask for. A list's ids are bound as SQL parameters (the existence check, the join-table insert:
+ * two per item), and SQLite takes at most 32,766 of them in one statement, PostgreSQL 65,535; a
+ * longer list was a 500 (issue 22 item 8). A thousand paths are also what a page of records can
+ * show without each record weighing tens of kilobytes.
+ */
+export const MAX_REFERENCES = 1000;
+const MAX_DECLARED_REFERENCES = 10_000;
+
 /** References to records of `collection` (a join table): a list of paths, no duplicates, in id order. */
 function references(collection: string, options: Omit<CommonOptions<string[]>, 'nullable' | 'unique'> & { maxItems?: number } = {}): Field {
   const to = targetName(collection);
   checkLength('maxItems', options.maxItems, false);
-  const { maxItems } = options;
+  if (options.maxItems !== undefined && options.maxItems > MAX_DECLARED_REFERENCES) {
+    throw new TypeError(`option maxItems must be at most ${MAX_DECLARED_REFERENCES}`);
+  }
+  const maxItems = options.maxItems ?? MAX_REFERENCES;
   return makeField({ required: false, ...options } as Record<string, unknown>, {
     type: 'references',
     own: ['maxItems'],
@@ -616,29 +640,31 @@ function references(collection: string, options: Omit<CommonOptions<string[]>, '
         }
       }
       if (!Array.isArray(items)) return fail(`Expected a list of items but got type "${pythonType(items)}".`);
+      // The length first: a list of 40,000 items is refused without reading one (issue 22 item 8).
+      if (items.length > maxItems) return fail(`Ensure this field has no more than ${maxItems} elements.`);
       const errors: string[] = [];
-      const ids: number[] = [];
+      const ids = new Set<number>();
       for (const item of items) {
         const found = readReference(item, to, context);
         if ('error' in found) errors.push(found.error);
-        else if (ids.includes(found.id)) errors.push(`Duplicate reference ${recordPath(to, found.id)}.`);
-        else ids.push(found.id);
+        else if (ids.has(found.id)) errors.push(`Duplicate reference ${recordPath(to, found.id)}.`);
+        else ids.add(found.id);
       }
-      if (maxItems !== undefined && items.length > maxItems) errors.push(`Ensure this field has no more than ${maxItems} elements.`);
-      return errors.length ? { ok: false, errors } : ok(ids.sort((a, b) => a - b));
+      return errors.length ? { ok: false, errors } : ok([...ids].sort((a, b) => a - b));
     },
     show: (stored) => (stored as number[]).map((id) => recordPath(to, id)),
     schema: {
       type: 'array',
       uniqueItems: true,
-      ...(maxItems !== undefined ? { maxItems } : {}),
+      maxItems,
       items: { type: 'string', format: 'uri-reference', pattern: `^/api/v1/${to}/[1-9][0-9]*/$` },
       description: `Paths of records in ${to}, in id order.`,
     },
     metadataType: 'field',
-    metadata: { many: true, related_collection: to, ...(maxItems !== undefined ? { max_items: maxItems } : {}) },
+    metadata: { many: true, related_collection: to, max_items: maxItems },
     state: { to, null: true, unique: false },
     to,
+    maxItems,
   });
 }
 

@@ -1,5 +1,5 @@
 import { sql, type SelectQueryBuilder, type SqlBool } from 'kysely';
-import { linkHeader, withQuery, type CursorCodec, type PageRequest, type SortValue } from '../http/pagination.js';
+import { linkHeader, valueDigest, withQuery, type CursorCodec, type PageRequest, type SortValue } from '../http/pagination.js';
 import type { ApiResponse } from '../http/view.js';
 
 /** A page of rows and the paths of its neighbours. */
@@ -32,17 +32,47 @@ export async function fetchKeysetPage<Row extends { id: number }>(
   const descending = ordering.descending !== reverse;
   const direction = descending ? 'desc' : 'asc';
   const comparison = descending ? '<' : '>';
+  const keyExpression = typeof key === 'string' ? sql.ref(key) : key;
   let query = base;
   if (position) {
-    const { value, id } = position;
-    // A row-value comparison, not `key > v OR (key = v AND id > i)`: SQLite cannot turn that OR
-    // into an index range and scanned from the start, so the last page of 1,000,000 records cost
-    // 160× the first (issue #13, bench:growth); `(key, id) > (v, i)` is a range on the (key, id)
-    // index on both databases.
-    query =
-      ordering.column === 'id'
-        ? query.where('id', comparison, id)
-        : query.where(sql<SqlBool>`(${typeof key === 'string' ? sql.ref(key) : key}, ${sql.ref('id')}) ${sql.raw(comparison)} (${value}, ${id})`);
+    const { id } = position;
+    let { value } = position;
+    // A long value's cursor carries only its first CURSOR_VALUE_CHARS characters and a digest of
+    // the whole (issue 22 item 11: a 15,000-character title made a 20 KB Link header). The whole
+    // value is read back from the row the cursor stands at, the last one shown; while that row
+    // keeps its value the position is exact, as for any other cursor.
+    let fallback: string | null = null;
+    if (position.digest !== undefined) {
+      const anchor = (await base
+        .clearWhere()
+        .clearSelect()
+        .select(sql`${keyExpression}`.as('value'))
+        .where('id', '=', id)
+        .executeTakeFirst()) as { value: unknown } | undefined;
+      if (typeof anchor?.value === 'string' && valueDigest(anchor.value) === position.digest) value = anchor.value;
+      else fallback = String(value);
+    }
+    if (fallback !== null) {
+      // That row was deleted or changed since: the whole value is lost, its prefix p is known.
+      // Every value after it is ≥ p, and every value before it is < p or starts with p (in the C
+      // collation; natural-language ones order a prefix before its extensions too), so the page
+      // starts at p: rows that share p may be shown again, none is skipped.
+      const prefix = fallback;
+      query = query.where(
+        comparison === '>'
+          ? sql<SqlBool>`(${keyExpression}, ${sql.ref('id')}) > (${prefix}, 0)`
+          : sql<SqlBool>`((${keyExpression}, ${sql.ref('id')}) < (${prefix}, 0) or substr(${keyExpression}, 1, ${Array.from(prefix).length}) = ${prefix})`,
+      );
+    } else {
+      // A row-value comparison, not `key > v OR (key = v AND id > i)`: SQLite cannot turn that OR
+      // into an index range and scanned from the start, so the last page of 1,000,000 records cost
+      // 160× the first (issue #13, bench:growth); `(key, id) > (v, i)` is a range on the (key, id)
+      // index on both databases.
+      query =
+        ordering.column === 'id'
+          ? query.where('id', comparison, id)
+          : query.where(sql<SqlBool>`(${keyExpression}, ${sql.ref('id')}) ${sql.raw(comparison)} (${value}, ${id})`);
+    }
   }
   query = query.orderBy(key, direction);
   if (ordering.column !== 'id') query = query.orderBy('id', direction);
@@ -52,12 +82,10 @@ export async function fetchKeysetPage<Row extends { id: number }>(
   if (reverse) rows.reverse();
 
   const cursorAt = (row: Row, back: boolean) =>
-    link.cursors.encode({
-      ordering: ordering.name,
-      value: ((row as Record<string, unknown>)[ordering.column] ?? nullsAs) as SortValue,
-      id: row.id,
-      reverse: back,
-    });
+    link.cursors.encode(
+      { value: ((row as Record<string, unknown>)[ordering.column] ?? nullsAs) as SortValue, id: row.id, reverse: back },
+      { collection: page.collection, ordering: ordering.name },
+    );
   const first = rows[0];
   const last = rows[rows.length - 1];
   // Forward: a next page exists if we read past the limit; a previous one if we started from a

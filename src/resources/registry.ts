@@ -99,7 +99,7 @@ export function buildRegistry(declared: readonly LoadedDeclaration[] | null): Re
     for (const [name, relation] of Object.entries(resource.related)) {
       const source = find(relation.collection);
       if (!source) fail(name, `the related list names "${relation.collection}", which no declaration names`);
-      const field = source!.fields[relation.field];
+      const field = Object.hasOwn(source!.fields, relation.field) ? source!.fields[relation.field] : undefined;
       const refersHere = relation.field === 'owner' ? source!.owner && resource.name === 'users' : field?.to === resource.name;
       if (!refersHere) fail(name, `"${relation.collection}.${relation.field}" is not a reference to ${resource.name}`);
     }

@@ -99,8 +99,14 @@ export async function missingReferences(
   for (const [target, ids] of wanted) {
     if (ids.size === 0) continue;
     const table = lookup(target)?.table ?? target;
-    const rows = (await executor.selectFrom(table).select('id').where('id', 'in', [...ids]).execute()) as Array<{ id: number }>;
-    existing.set(target, new Set(rows.map((row) => Number(row.id))));
+    const list = [...ids];
+    const found = new Set<number>();
+    // Several lists may name one collection: in slices, each within SQLite's 32,766 parameters.
+    for (let start = 0; start < list.length; start += 10_000) {
+      const rows = (await executor.selectFrom(table).select('id').where('id', 'in', list.slice(start, start + 10_000)).execute()) as Array<{ id: number }>;
+      for (const row of rows) found.add(Number(row.id));
+    }
+    existing.set(target, found);
   }
   const errors: Record<string, string[]> = {};
   for (const [name, value] of Object.entries(values)) {

@@ -26,6 +26,23 @@ describe('defineResource (RESOURCES.md §1)', () => {
     expect(() => defineResource(books({ fields: { title: field.string({} as never) } }))).toThrow(/field "title": field.string: option maxLength/);
   });
 
+  it('refuses an ordering, filter, search or related list named like an Object method (issue 22)', () => {
+    for (const name of ['constructor', 'toString', 'hasOwnProperty']) {
+      expect(() => defineResource(books({ orderings: [name] }))).toThrow(`collection "books", field "${name}": cannot order by "${name}"`);
+      expect(() => defineResource(books({ filters: { [name]: ['exact'] } }))).toThrow(`collection "books", field "${name}": cannot filter on "${name}"`);
+      expect(() => defineResource(books({ search: [name] }))).toThrow(`collection "books", field "${name}": search needs text fields`);
+    }
+    const authors = defineResource({ name: 'authors', fields: { name: field.string({ maxLength: 50 }) }, related: { constructor: { collection: 'books', field: 'author' } } });
+    expect(authors.related).toHaveProperty('constructor');
+    const relatedByMethod = defineResource({ name: 'authors', fields: { name: field.string({ maxLength: 50 }) }, related: { books: { collection: 'books', field: 'constructor' } } });
+    expect(() =>
+      buildRegistry([
+        { resource: defineResource(books()), file: 'books.ts' },
+        { resource: relatedByMethod, file: 'authors.ts' },
+      ]),
+    ).toThrow('authors.ts: collection "authors", field "books": "books.constructor" is not a reference to authors');
+  });
+
   it('checks references and events across collections in the registry', () => {
     expect(() => buildRegistry([{ resource: defineResource(books()), file: 'resources/books.ts' }])).toThrow(
       'resources/books.ts: collection "books", field "author": refers to "authors", which no declaration names',

@@ -259,12 +259,15 @@ function checkDeclaration(options: BuiltinOptions, { builtin }: { builtin: boole
     fields[fieldName] = value;
   }
 
+  // Own names only: `orderings: ['constructor']` found Object.prototype's, passed, and failed
+  // later in `migrate` with "no such column" (issue 22 item 13).
+  const declaredField = (name: string): Field | undefined => (Object.hasOwn(fields, name) ? fields[name] : undefined);
   const owner = options.owner === true;
   const timestamps = options.timestamps ?? true;
   const orderable = (field: string): boolean => {
     if (field === 'id') return true;
     if (field === 'created_at' || field === 'updated_at') return timestamps;
-    const declared = fields[field];
+    const declared = declaredField(field);
     return declared !== undefined && declared.type !== 'references' && declared.type !== 'json' && !declared.writeOnly;
   };
   const orderings = ['id', ...(options.orderings ?? []).filter((ordering) => ordering !== 'id')];
@@ -276,7 +279,7 @@ function checkDeclaration(options: BuiltinOptions, { builtin }: { builtin: boole
 
   const filters: Record<string, Lookup[]> = {};
   for (const [field, lookups] of Object.entries(options.filters ?? {})) {
-    const declared = fields[field];
+    const declared = declaredField(field);
     if (!(field === 'owner' && owner) && (declared === undefined || declared.type === 'json' || declared.writeOnly)) {
       fail(field, `cannot filter on "${field}": no such field, or one that cannot be filtered (json, write-only)`);
     }
@@ -292,7 +295,7 @@ function checkDeclaration(options: BuiltinOptions, { builtin }: { builtin: boole
   }
   const search = options.search ?? [];
   for (const field of search) {
-    const declared = fields[field];
+    const declared = declaredField(field);
     if (!declared || !TEXT_TYPES.includes(declared.type)) fail(field, `search needs text fields; "${field}" is not one`);
   }
   if (options.event !== undefined && (typeof options.event !== 'string' || !NAME.test(options.event) || options.event === 'ping')) {
@@ -303,7 +306,7 @@ function checkDeclaration(options: BuiltinOptions, { builtin }: { builtin: boole
   const actions = options.actions ?? ALL_ACTIONS;
   for (const action of actions) if (!ALL_ACTIONS.includes(action)) fail(null, `unknown action "${action}"`);
   for (const [relatedName, relation] of Object.entries(options.related ?? {})) {
-    if (!NAME.test(relatedName) || fields[relatedName] || IMPLICIT.has(relatedName)) fail(relatedName, 'a related list needs a name of its own');
+    if (!NAME.test(relatedName) || declaredField(relatedName) || IMPLICIT.has(relatedName)) fail(relatedName, 'a related list needs a name of its own');
     if (typeof relation?.collection !== 'string' || typeof relation.field !== 'string') {
       fail(relatedName, 'a related list is { collection, field }');
     }

@@ -236,10 +236,12 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
   ) {
     const checked = { ...values };
     for (const name of Object.keys(errors)) delete checked[name];
-    // A list with bad items still has every missing record reported (one message per item).
+    // A list with bad items still has every missing record reported (one message per item);
+    // not a list refused for its length, whose ids would not fit in one query (issue 22 item 8).
     for (const [name, field] of manyFields) {
-      if (!errors[name] || !Array.isArray(data[name])) continue;
-      const readable = (data[name] as unknown[]).map((item) => readReference(item, field.to!, context)).filter((item) => 'id' in item);
+      const items = data[name];
+      if (!errors[name] || !Array.isArray(items) || items.length > field.maxItems!) continue;
+      const readable = (items as unknown[]).map((item) => readReference(item, field.to!, context)).filter((item) => 'id' in item);
       const missing = await missingReferences(executor, resource, { [name]: readable.map((item) => (item as { id: number }).id) }, lookup);
       errors[name]!.push(...(missing[name] ?? []));
     }
@@ -386,7 +388,7 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
     // not a scoped one (each caller's own webhooks), nor one the dispatcher changes.
     ...(hooks.scope ? {} : { version: () => storage.dataVersion() }),
     async handle(request) {
-      const page = parsePageRequest(request.query, orderings, resource.defaultOrdering, cursors);
+      const page = parsePageRequest(request.query, orderings, resource.defaultOrdering, cursors, listPath(request));
       const found = await listPage(request, page);
       return pageResponse(found, await represent(found.rows));
     },
