@@ -96,6 +96,8 @@
     const body = {};
     for (const wrapper of form.querySelectorAll('[data-field]')) {
       if (onlyChanged && !wrapper.hasAttribute('data-dirty')) continue;
+      // Too long to be put in the form (forms.ts FORM_VALUE_LIMIT): kept as stored.
+      if (wrapper.hasAttribute('data-too-long')) continue;
       const value = fieldValue(wrapper);
       if (value !== undefined) body[wrapper.dataset.field] = value;
     }
@@ -282,7 +284,25 @@
   });
   document.addEventListener('input', (event) => event.target.closest?.('[data-field]')?.setAttribute('data-dirty', ''));
   document.addEventListener('change', (event) => event.target.closest?.('[data-field]')?.setAttribute('data-dirty', ''));
+  /** Saves this URL's JSON representation (API.md §1: chosen by Accept, never by a query parameter). */
+  async function downloadJson(link) {
+    try {
+      const response = await fetch(link.href, { headers: { Accept: 'application/json' }, credentials: 'same-origin' });
+      if (!response.ok) { toast(`The JSON could not be fetched (HTTP ${response.status}).`); return; }
+      const url = URL.createObjectURL(await response.blob());
+      const save = Object.assign(document.createElement('a'), { href: url, download: `${location.pathname.split('/').filter(Boolean).join('-') || 'response'}.json` });
+      document.body.append(save);
+      save.click();
+      save.remove();
+      setTimeout(() => URL.revokeObjectURL(url), 60000);
+    } catch {
+      toast('The server could not be reached.');
+    }
+  }
+
   document.addEventListener('click', async (event) => {
+    const link = event.target.closest?.('a[data-json-download]');
+    if (link) { event.preventDefault(); downloadJson(link); return; }
     const button = event.target.closest?.('button');
     if (!button) return;
     if (button.hasAttribute('data-copy')) copy(button);

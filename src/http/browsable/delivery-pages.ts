@@ -2,7 +2,8 @@ import { html } from 'ghtml';
 import type { RenderContext } from '../renderers.js';
 import { actionButton } from './forms.js';
 import { pageHeading, pagination } from './resource-page.js';
-import { prettyJson, responseView } from './response-view.js';
+import { JSON_VIEW_LIMITS, jsonView, shortened } from './json-view.js';
+import { cutNote, responseView } from './response-view.js';
 
 // The deliveries dashboard (issue 12 §5; API.md §4), GitHub's "Recent deliveries": newest first,
 // filter by status, Redeliver one or all failed, and each delivery's request and response. While
@@ -77,8 +78,14 @@ export function deliveryListPage(body: unknown, context: RenderContext): string 
 !${responseView({ method: 'GET', path, status, allow, headers: context.headers(), body, collapsed: true })}`;
 }
 
+/** A receiver's text (a header value, a response body) cut to JSON_VIEW_LIMITS.string, and whether it was. */
+function receiverText(text: string): { text: string; cut: boolean } {
+  const cut = shortened(text, JSON_VIEW_LIMITS.string);
+  return cut === null ? { text, cut: false } : { text: cut, cut: true };
+}
+
 function headersTable(caption: string, headers: Record<string, string> | undefined): string {
-  const rows = Object.entries(headers ?? {}).map(([name, value]) => html`<tr><th scope="row"><code>${name}</code></th><td><code>${value}</code></td></tr>`);
+  const rows = Object.entries(headers ?? {}).map(([name, value]) => html`<tr><th scope="row"><code>${name}</code></th><td><code>${receiverText(value).text}</code></td></tr>`);
   return html`<div class="table-wrap"><table class="table kv"><caption>${caption}</caption><tbody>!${rows}</tbody></table></div>`;
 }
 
@@ -88,6 +95,9 @@ export function deliveryPage(body: unknown, context: RenderContext): string {
   const d = body as Delivery;
   const listPath = d.url.replace(/\d+\/$/, '');
   const responseBody = d.response?.payload;
+  const payload = jsonView(d.request?.payload);
+  const received = responseBody === null || responseBody === undefined || responseBody === '' ? { text: '(empty)', cut: false } : receiverText(responseBody);
+  const cutHeaders = [...Object.values(d.request?.headers ?? {}), ...Object.values(d.response?.headers ?? {})].some((value) => receiverText(value).cut);
   return html`!${pageHeading(`Delivery ${d.guid}`, view.description, allow)}
 <p><a href="${listPath}">← Recent deliveries</a></p>
 <section class="box" aria-labelledby="summary-heading">
@@ -104,10 +114,10 @@ export function deliveryPage(body: unknown, context: RenderContext): string {
 <div class="columns even">
 <section class="box" aria-labelledby="request-heading"><h2 class="box-header" id="request-heading">Request</h2><div class="box-body">
 !${headersTable('Headers', d.request?.headers)}
-<h3>Payload</h3><pre class="json" tabindex="0">!${prettyJson(d.request?.payload)}</pre></div></section>
+<h3>Payload</h3>!${cutNote(payload.cuts, path)}<pre class="json" tabindex="0">!${payload.html}</pre></div></section>
 <section class="box" aria-labelledby="response-heading"><h2 class="box-header" id="response-heading">Response</h2><div class="box-body">
 !${headersTable('Headers', d.response?.headers)}
-<h3>Body</h3><pre class="json" tabindex="0">${responseBody === null || responseBody === undefined || responseBody === '' ? '(empty)' : responseBody}</pre></div></section>
+<h3>Body</h3>!${received.cut || cutHeaders ? cutNote(['string'], path) : ''}<pre class="json" tabindex="0">${received.text}</pre></div></section>
 </div>
 !${responseView({ method: 'GET', path, status, allow, headers: context.headers(), body, collapsed: true })}`;
 }

@@ -111,8 +111,28 @@ function checkboxList(id: string, name: string, meta: FieldMeta, value: unknown)
 const kind = (meta: FieldMeta) =>
   meta.type === 'field' ? (meta.many ? 'references' : 'reference') : meta.type === 'list' ? 'list' : meta.type;
 
+// A value longer than this is not put in an edit form (issue 22 item 5: pages grew with their
+// records). Cutting it there instead would save the cut value on the next PUT, so the field is
+// shown without it, left out of what the form sends, and only PATCH is offered.
+export const FORM_VALUE_LIMIT = 20_000;
+
+/** The characters a value takes in its control: its text, or its JSON for a `json` field. */
+const valueLength = (meta: FieldMeta, value: unknown) =>
+  value === null || value === undefined ? 0 : meta.type === 'json' ? (JSON.stringify(value)?.length ?? 0) : String(value).length;
+
+function tooLongRow(id: string, name: string, meta: FieldMeta, length: number): string {
+  return html`<div class="field" data-field="${name}" data-type="${kind(meta)}" data-too-long>
+<label for="${id}">${meta.label ?? name}</label>
+<textarea id="${id}" name="${name}" rows="2" disabled aria-describedby="${id}-error ${id}-help"></textarea>
+<p class="help cut-mark" id="${id}-help">This value is ${length.toLocaleString('en-US')} characters, too long to edit here; saving this form keeps it as it is. Change it through the JSON API.</p>
+<p class="field-error" id="${id}-error" data-error-for="${name}" hidden></p>
+</div>`;
+}
+
 function fieldRow(formId: string, name: string, meta: FieldMeta, value: unknown): string {
   const id = `${formId}-${name}`;
+  const length = valueLength(meta, value);
+  if (length > FORM_VALUE_LIMIT) return tooLongRow(id, name, meta, length);
   const type = kind(meta);
   const many = type === 'references' || type === 'list';
   const label = meta.label ?? name;
@@ -145,10 +165,13 @@ export interface FormSpec {
 /** A create form (POST) or, with `values`, an edit form offering PUT and PATCH. */
 export function apiForm(spec: FormSpec): string {
   const edit = spec.values !== undefined;
-  const rows = Object.entries(spec.fields).map(([name, meta]) => fieldRow(spec.id, name, meta, spec.values?.[name]));
+  const entries = Object.entries(spec.fields);
+  const rows = entries.map(([name, meta]) => fieldRow(spec.id, name, meta, spec.values?.[name]));
+  // A PUT replaces every field, and a value left out of the form is not there to send.
+  const putAllowed = !entries.some(([name, meta]) => valueLength(meta, spec.values?.[name]) > FORM_VALUE_LIMIT);
   const buttons = edit
-    ? html`<button type="submit" class="btn btn-primary" value="PUT">Save (PUT)</button>
-<button type="submit" class="btn" value="PATCH">Save changed fields (PATCH)</button>`
+    ? html`!${putAllowed ? html`<button type="submit" class="btn btn-primary" value="PUT">Save (PUT)</button>
+` : ''}<button type="submit" class="btn!${putAllowed ? '' : ' btn-primary'}" value="PATCH">Save changed fields (PATCH)</button>`
     : html`<button type="submit" class="btn btn-primary" value="POST">${spec.heading}</button>`;
   return html`<section class="box" aria-labelledby="${spec.id}-heading">
 <h2 class="box-header" id="${spec.id}-heading">${spec.heading}</h2>
