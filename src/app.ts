@@ -196,7 +196,7 @@ export async function buildApp(config: Config, storage: Storage, options: AppOpt
     viewSets.set(resource.name, viewSet);
     views.push(...viewSet.views);
   }
-  views.push(eventCatalogView(registry.all));
+  views.push(eventCatalogView(registry.all), loginView);
   // API.md §5: generated on first request from the declarations and every view registered here.
   views.push(...docsViews(() => buildOpenApi({
         resources: [...registry.all, ...webhookCollections],
@@ -204,8 +204,7 @@ export async function buildApp(config: Config, storage: Storage, options: AppOpt
         views,
         version: VERSION,
       })));
-  // The browsable API's login page is a page for people, not an operation of the API document.
-  for (const view of [...views, loginView]) {
+  for (const view of views) {
     server.route({ method: [...METHODS], url: view.path, config: { view }, handler: pipeline.dispatch });
   }
   registerOperations(server, { storage, metrics });

@@ -1,6 +1,8 @@
 import { Validator } from '@seriousme/openapi-schema-validator';
 import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
+import openapiTS from 'openapi-typescript';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startReceiver, type Receiver } from './support/receiver.js';
 import { adminAuth, createTestDatabase, startServer, type RunningServer, type TestDatabase } from './support/server.js';
 
 /** The parts of the document these tests read. */
@@ -16,6 +18,7 @@ interface Doc {
     securitySchemes: Record<string, Record<string, unknown>>;
   };
   security: Array<Record<string, string[]>>;
+  webhooks: Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
 }
 
 const ERROR_STATUSES = ['400', '401', '403', '404', '405', '406', '409', '412', '413', '415', '429'];
@@ -34,7 +37,7 @@ describe('OpenAPI document and docs page', () => {
 
   beforeAll(async () => {
     database = await createTestDatabase('sqlite');
-    server = await startServer(database);
+    server = await startServer(database, { env: { WEBHOOK_ALLOW_PRIVATE: 'true' } });
     const response = await api('/api/v1/openapi.json');
     expect(response.status).toBe(200);
     expect(response.headers.get('content-type')).toMatch(/^application\/json/);
@@ -214,6 +217,97 @@ describe('OpenAPI document and docs page', () => {
     it('types success bodies as JSON only (HTML and CSV are chosen by Accept, described once)', () => {
       const list = (doc.paths['/api/v1/experiences/'] as unknown as Record<string, { responses: Record<string, { content?: object }> }>).get!;
       expect(Object.keys(list.responses['200']!.content!)).toEqual(['application/json']);
+    });
+  });
+
+  // Issue 22 items 18 and 19: what the document says against what the server does.
+  describe('documents what is served', () => {
+    let receiver: Receiver;
+    beforeAll(async () => {
+      receiver = await startReceiver();
+    });
+    afterAll(async () => {
+      await receiver?.close();
+    });
+
+    it('lists ping in the event catalog and in webhooks, and documents the headers a delivery carries', async () => {
+      const hook = await api('/api/v1/webhooks/', {
+        method: 'POST',
+        headers: { authorization: adminAuth, 'content-type': 'application/json' },
+        body: JSON.stringify({ target_url: receiver.url, events: ['experience'] }),
+      });
+      expect(hook.status).toBe(201);
+      const catalog = (await (await api('/api/v1/events/')).json()) as { results: Array<{ name: string; schema: object; description: string }> };
+      const ping = catalog.results.find((entry) => entry.name === 'ping');
+      expect(ping).toBeDefined();
+      expect(doc.webhooks.ping.post.requestBody.content['application/json'].schema).toEqual(ping!.schema);
+
+      for (let tries = 0; tries < 200 && receiver.received.length === 0; tries++) await new Promise((resolve) => setTimeout(resolve, 25));
+      const received = receiver.received[0]!;
+      expect(received.headers['x-service-event']).toBe('ping');
+      const validate = new Ajv2020({ strict: false, validateFormats: false }).compile(ping!.schema);
+      expect(validate(JSON.parse(received.body)), JSON.stringify(validate.errors)).toBe(true);
+      // Every header restwire sets (not the transport's own) is documented, and nothing else.
+      const transport = new Set(['host', 'connection', 'content-type', 'content-length']);
+      const sent = Object.keys(received.headers).filter((name) => !transport.has(name)).sort();
+      for (const event of ['ping', 'experience']) {
+        const documented = (doc.webhooks[event].post.parameters as Array<{ name: string; in: string }>).map((p) => p.name.toLowerCase()).sort();
+        expect(documented, event).toEqual(sent);
+      }
+    });
+
+    it('describes an event with the right article', async () => {
+      const catalog = (await (await api('/api/v1/events/')).json()) as { results: Array<{ name: string; description: string }> };
+      expect(catalog.results.find((entry) => entry.name === 'experience')!.description).toMatch(/^An experience /);
+      expect(doc.webhooks.experience.post.summary).toContain('an experience was');
+    });
+
+    it('documents OPTIONS of the docs page as it answers: JSON', async () => {
+      expect(Object.keys(doc.paths['/api/v1/docs/']!.options.responses['200'].content)).toEqual(['application/json']);
+      for (const accept of ['application/json', '*/*']) {
+        const response = await api('/api/v1/docs/', { method: 'OPTIONS', headers: { accept } });
+        expect(response.status, accept).toBe(200);
+        expect(response.headers.get('content-type'), accept).toMatch(/^application\/json/);
+        expect(await response.json()).toMatchObject({ name: 'API Documentation', renders: ['text/html'] });
+      }
+    });
+
+    it('documents users/me as closed to anonymous callers, as it answers 401', async () => {
+      expect((await api('/api/v1/users/me/')).status).toBe(401);
+      expect(doc.paths['/api/v1/users/me/']!.get.security).not.toContainEqual({});
+    });
+
+    it('does not make a request property with a default required, even in a client that reads defaults as present', async () => {
+      const requestSchemas = Object.entries(doc.components.schemas).filter(([name]) => name.endsWith('Request'));
+      const inline = Object.values(doc.paths).flatMap((item) =>
+        Object.values(item).flatMap((operation) => (operation?.requestBody ? [['inline', operation.requestBody.content['application/json'].schema]] : [])),
+      );
+      for (const [name, schema] of [...requestSchemas, ...inline]) {
+        for (const [property, value] of Object.entries((schema.properties ?? {}) as Record<string, { default?: unknown }>)) {
+          if (!(schema.required ?? []).includes(property)) expect(value.default, `${String(name)}.${property}`).toBeUndefined();
+        }
+      }
+      // openapi-typescript 7 reads `default` so by default (`defaultNonNullable`).
+      const types = await openapiTS(doc as unknown as Parameters<typeof openapiTS>[0], { defaultNonNullable: true });
+      const webhookRequest = types.slice(types.indexOf('WebhookRequest: {'), types.indexOf('};', types.indexOf('WebhookRequest: {')));
+      expect(webhookRequest).toMatch(/\bordering\?:/);
+      expect(webhookRequest).toMatch(/\bevents\?:/);
+      expect(webhookRequest).toMatch(/\bactive\?:/);
+      expect(doc.components.schemas.WebhookRequest.properties.ordering.description).toContain('Default: `"none"`');
+    });
+
+    it('documents the login page, /healthz, /readyz and /metrics', async () => {
+      expect(Object.keys(doc.paths['/api/v1/auth/login/']!.get.responses['200'].content)).toEqual(['text/html']);
+      expect(doc.paths['/healthz']!.get.responses['200'].content['application/json'].schema).toMatchObject({ required: ['status'] });
+      expect(doc.paths['/readyz']!.get.responses['200'].content['application/json']).toBeDefined();
+      expect(doc.paths['/readyz']!.get.responses['503'].content['application/problem+json']).toBeDefined();
+      expect(doc.paths['/metrics']!.get.responses['200'].content['text/plain']).toBeDefined();
+      const healthz = await api('/healthz');
+      expect(healthz.headers.get('content-type')).toMatch(/^application\/json/);
+      expect(await healthz.json()).toEqual({ status: 'ok' });
+      expect(await (await api('/readyz')).json()).toEqual({ status: 'ready', database: 'ok' });
+      expect((await api('/metrics')).headers.get('content-type')).toMatch(/^text\/plain/);
+      expect((await api('/api/v1/auth/login/')).headers.get('content-type')).toMatch(/^text\/html/);
     });
   });
 

@@ -324,7 +324,8 @@ describe.each(BACKENDS)('own resources on %s', (backend) => {
         expect(document.paths[`/api/v1/${name}/`], name).toBeDefined();
         expect(document.paths[`/api/v1/${name}/{id}/`], name).toBeDefined();
       }
-      expect(Object.keys(document.webhooks).sort()).toEqual(['book', 'review', 'shelf']);
+      // Each collection's event, and `ping`, which every receiver gets (issue 22 item 18).
+      expect(Object.keys(document.webhooks).sort()).toEqual(['book', 'ping', 'review', 'shelf']);
       expect(JSON.stringify(document.components)).toContain('"maxLength":200');
       expect(JSON.stringify(document.components)).toContain('"maximum":3000');
     });

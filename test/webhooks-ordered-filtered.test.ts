@@ -275,7 +275,8 @@ describe.each(BACKENDS)('ordered, filtered and replayed webhooks on %s', (backen
     const catalog = await api(server, 'GET', '/api/v1/events/');
     expect(catalog.status).toBe(200);
     const entries = catalog.body.results as Json[];
-    expect(entries.map((e) => e.name)).toEqual(['experience']);
+    // `ping` too (issue 22 item 18): every receiver gets one.
+    expect(entries.map((e) => e.name)).toEqual(['experience', 'ping']);
     expect(entries[0]).toMatchObject({ collection: 'experiences', actions: ['created', 'updated', 'deleted'] });
     expect(typeof entries[0]!.description).toBe('string');
     const openapi = await api(server, 'GET', '/api/v1/openapi.json');

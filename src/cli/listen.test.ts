@@ -169,7 +169,7 @@ describe('startListener --validate', () => {
     writeFileSync(file, JSON.stringify({ results: describeEvents([experiences]) }));
     try {
       const validator = await loadEventCatalog(file);
-      expect(validator.events).toEqual(['experience']);
+      expect(validator.events).toEqual(['experience', 'ping']);
       const out = capture();
       listener = await startListener({ port: 0, secret, out, validator });
       expect((await send(listener.port, 'experience', JSON.stringify(valid))).statusCode).toBe(204);
@@ -177,8 +177,14 @@ describe('startListener --validate', () => {
       const { title: _title, ...untitled } = valid.experience;
       await send(listener.port, 'experience', JSON.stringify({ ...valid, action: 'renamed', experience: untitled }));
       expect(out.text).toMatch(/schema {4}✗ does NOT match the experience schema: .*\/action must be equal to one of the allowed values.*must have required property 'title'/);
+      // The catalog has `ping` (issue 22 item 18): a ping is checked like any event.
+      const ping = { zen: 'Keep it logically awesome.', hook_id: 7, hook: { type: 'Repository', id: 7, active: true }, sender: { login: 'alice', id: 3 } };
+      await send(listener.port, 'ping', JSON.stringify(ping));
+      expect(out.text).toContain('schema    ✓ matches the ping schema');
       await send(listener.port, 'ping', JSON.stringify({ zen: 'Keep it logically awesome.' }));
-      expect(out.text).toContain('– no schema for "ping" in the catalog');
+      expect(out.text).toMatch(/schema {4}✗ does NOT match the ping schema: .*must have required property 'hook_id'/);
+      await send(listener.port, 'nosuchevent', JSON.stringify({}));
+      expect(out.text).toContain('– no schema for "nosuchevent" in the catalog');
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

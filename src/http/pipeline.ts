@@ -139,8 +139,9 @@ export function createPipeline({ authenticators, throttle }: PipelineOptions) {
       const allowed = allowedMethods(view);
       // API.md §6: a method the path does not have is a 405 before authentication is looked at.
       if (!allowed.includes(request.method as Method)) throw new MethodNotAllowed(request.method, allowed);
-      const mediaType = negotiate(request.headers.accept, view.mediaTypes);
-      if (mediaType === null) throw new NotAcceptable(view.mediaTypes);
+      const offers = request.method === 'OPTIONS' ? optionsMediaTypes(view) : view.mediaTypes;
+      const mediaType = negotiate(request.headers.accept, offers);
+      if (mediaType === null) throw new NotAcceptable(offers);
       state.mediaType = mediaType;
       state.identity = await authenticate(request);
     } finally {
@@ -190,6 +191,14 @@ function toApiRequest(request: FastifyRequest, state: ApiState): ApiRequest {
     mediaType: state.mediaType,
     data: () => (parsed ??= parseBody(request.body as Buffer | undefined, request.headers['content-type'])),
   };
+}
+
+/**
+ * OPTIONS answers with a JSON description on every path (API.md §1), the HTML-only ones (the docs
+ * page) included, which offer JSON first for it (issue 22 item 19).
+ */
+function optionsMediaTypes(view: View): readonly string[] {
+  return view.mediaTypes.includes(JSON_TYPE) ? view.mediaTypes : [JSON_TYPE, ...view.mediaTypes];
 }
 
 /** DRF's SimpleMetadata: name, description, renders, parses and, per writable action, the fields. */

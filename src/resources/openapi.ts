@@ -1,3 +1,4 @@
+import { OPERATION_ENDPOINTS, type OperationEndpoint } from '../http/operations.js';
 import { DEFAULT_LIMIT, MAX_LIMIT } from '../http/pagination.js';
 import { BODY_LIMIT, SUPPORTED_MEDIA_TYPES } from '../http/parsers.js';
 import { PROBLEM_TYPE } from '../http/problem-handler.js';
@@ -280,12 +281,31 @@ function inputSchema(resource: Resource, partial: boolean): SchemaObject {
     }),
   );
   const required = partial ? [] : writable.filter(([, field]) => field.required).map(([name]) => name);
-  return {
+  return defaultsInWords({
     type: 'object',
     description: 'Strings are trimmed before they are checked. Unknown and read-only fields are ignored.',
     ...(required.length ? { required } : {}),
     properties: JSON.parse(JSON.stringify(properties)) as SchemaObject,
-  };
+  });
+}
+
+/**
+ * A request schema whose optional properties state their default in words instead of with
+ * `default`: client generators read `default` as "always present" (openapi-typescript 7's
+ * `defaultNonNullable`, on by default) and would make callers send it (issue 22 item 19). The
+ * record schemas keep `default`: in a response the value is always there.
+ */
+function defaultsInWords(schema: SchemaObject): SchemaObject {
+  const properties = schema.properties as Record<string, SchemaObject> | undefined;
+  if (!properties) return schema;
+  const required = new Set((schema.required as string[] | undefined) ?? []);
+  const stated = Object.entries(properties).map(([name, property]) => {
+    if (required.has(name) || property.default === undefined) return [name, property];
+    const { default: value, ...rest } = property;
+    const words = `Default: \`${JSON.stringify(value)}\`.`;
+    return [name, { ...rest, description: typeof rest.description === 'string' ? `${rest.description} ${words}` : words }];
+  });
+  return { ...schema, properties: Object.fromEntries(stated) };
 }
 
 function pageSchema(label: string): SchemaObject {
@@ -358,9 +378,8 @@ function declaredAction(resources: readonly Resource[], view: View, method: Oper
   return null;
 }
 
-/** One declared action of a resource, with the schemas and parameters its declaration gives. */
-function resourceOperation(resource: Resource, view: View, action: ActionName, queryFilters: readonly QueryFilter[]): OperationParts {
-  const { label } = resource;
+/** One declared action of a resource, with the schemas (named from `label`) and parameters its declaration gives. */
+function resourceOperation(resource: Resource, label: string, view: View, action: ActionName, queryFilters: readonly QueryFilter[]): OperationParts {
   const body = content(view.mediaTypes, ref('schemas', label));
   const detailBody = resource.detailOnly.length ? content(view.mediaTypes, ref('schemas', `${label}Detail`)) : body;
   switch (action) {
@@ -447,7 +466,7 @@ function genericOperation(view: View, method: OperationVerb, hasParams: boolean)
     return {
       action: ACTION_OF[method],
       ...(method === 'GET' ? { parameters: [ref('parameters', 'If-None-Match')] } : {}),
-      ...(docs.request ? { requestBody: requestBody(docs.request.schema, docs.request.required) } : {}),
+      ...(docs.request ? { requestBody: requestBody(defaultsInWords(docs.request.schema), docs.request.required) } : {}),
       responses: {
         ...responses,
         ...(method === 'GET' ? NOT_MODIFIED : {}),
@@ -498,20 +517,58 @@ function tagOf(path: string): string {
   return path.slice('/api/v1/'.length).split('/')[0]!.replace(/\W/g, '_') || 'root';
 }
 
+/** The component names one collection takes, from the stem its label gives. */
+function componentsOf(stem: string): string[] {
+  return [stem, `Paginated${stem}List`, `${stem}Request`, `Patched${stem}Request`, `${stem}Detail`];
+}
+
+/**
+ * Each collection's component stem, by collection name (issue 22 item 10): its label in
+ * PascalCase, keeping only what OpenAPI allows in a component name (`^[a-zA-Z0-9.\-_]+$`), so
+ * `job_positions` ("Job Position") is `JobPosition`. restwire's own collections are named first,
+ * so theirs never change; a stem whose names are taken (by `Problem`, or by a collection named
+ * before) gets the first free number: a collection `user` is `User2` beside the built-in `User`.
+ */
+function componentNames(resources: readonly Resource[], fixed: readonly string[]): Map<string, string> {
+  const taken = new Set(fixed);
+  const names = new Map<string, string>();
+  const ordered = [...resources.filter((resource) => resource.builtin), ...resources.filter((resource) => !resource.builtin)];
+  for (const resource of ordered) {
+    const base = pascalCase(resource.label) || pascalCase(resource.name) || 'Record';
+    let stem = base;
+    for (let n = 2; componentsOf(stem).some((name) => taken.has(name)); n++) stem = `${base}${n}`;
+    for (const name of componentsOf(stem)) taken.add(name);
+    names.set(resource.name, stem);
+  }
+  return names;
+}
+
+/** `Job Position` → `JobPosition`, `café menu` → `CafeMenu`: letters and digits only. */
+function pascalCase(text: string): string {
+  return text
+    .normalize('NFKD')
+    .replace(/[\u0300-\u036f]/g, '')
+    .split(/[^A-Za-z0-9]+/)
+    .map((word) => word.charAt(0).toUpperCase() + word.slice(1))
+    .join('');
+}
+
 /** Builds the whole document. Pure: the same declarations and views give the same document. */
 export function buildOpenApi({ resources, filters, views, version, title = 'restwire' }: OpenApiOptions): OpenApiDocument {
   const schemas: Record<string, SchemaObject> = { Problem: PROBLEM_SCHEMA };
+  const names = componentNames(resources, Object.keys(schemas));
   const tags = new Map<string, string | undefined>();
   for (const resource of resources) {
-    schemas[resource.label] = recordSchema(resource);
-    schemas[`Paginated${resource.label}List`] = pageSchema(resource.label);
-    if (resource.actions.some((action) => action === 'create' || action === 'update')) schemas[`${resource.label}Request`] = inputSchema(resource, false);
-    if (resource.actions.includes('partial_update')) schemas[`Patched${resource.label}Request`] = inputSchema(resource, true);
+    const label = names.get(resource.name)!;
+    schemas[label] = recordSchema(resource);
+    schemas[`Paginated${label}List`] = pageSchema(label);
+    if (resource.actions.some((action) => action === 'create' || action === 'update')) schemas[`${label}Request`] = inputSchema(resource, false);
+    if (resource.actions.includes('partial_update')) schemas[`Patched${label}Request`] = inputSchema(resource, true);
     // A record with fields only its own view shows (a delivery's request and response).
     if (resource.detailOnly.length) {
-      const base = schemas[resource.label]!;
+      const base = schemas[label]!;
       const detailProperties = Object.fromEntries(resource.detailOnly.map((name) => [name, resource.fields[name]!.schema()]));
-      schemas[`${resource.label}Detail`] = {
+      schemas[`${label}Detail`] = {
         ...base,
         required: [...(base.required as string[]), ...resource.detailOnly],
         properties: { ...(base.properties as SchemaObject), ...detailProperties },
@@ -531,7 +588,9 @@ export function buildOpenApi({ resources, filters, views, version, title = 'rest
     for (const method of OPERATION_METHODS) {
       if (!view.actions[method]) continue;
       const declared = declaredAction(resources, view, method);
-      const operation = declared ? resourceOperation(declared.resource, view, declared.action, filters.get(declared.resource.name) ?? []) : genericOperation(view, method, parameters.length > 0);
+      const operation = declared
+        ? resourceOperation(declared.resource, names.get(declared.resource.name)!, view, declared.action, filters.get(declared.resource.name) ?? [])
+        : genericOperation(view, method, parameters.length > 0);
       const stem = declared ? (declared.resource.nestedUnder ? pathStem(collectionPathOf(declared.resource)) : declared.resource.name) : pathStem(view.path);
       let operationId = `${stem}_${operation.action}`;
       // OpenAPI requires unique ids; two views differing only in a parameter would otherwise clash.
@@ -554,6 +613,8 @@ export function buildOpenApi({ resources, filters, views, version, title = 'rest
     item.options = optionsOperation(view, pathStem(view.path), tag, operationIds);
     paths[openApiPath(view.path)] = item;
   }
+  for (const endpoint of OPERATION_ENDPOINTS) paths[endpoint.path] = operationsPathItem(endpoint);
+  tags.set('operations', 'Health, readiness and metrics, outside `/api/v1/`: no credentials, no rate limit.');
 
   return {
     openapi: '3.1.0',
@@ -571,6 +632,15 @@ export function buildOpenApi({ resources, filters, views, version, title = 'rest
     security: [...Object.keys(SECURITY_SCHEMES).map((name) => ({ [name]: [] })), {}],
     webhooks: eventWebhooks(resources),
   };
+}
+
+/** `/healthz`, `/readyz`, `/metrics` (API.md §5): plain routes, open to anyone, not rate limited. */
+function operationsPathItem(endpoint: OperationEndpoint): PathItemObject {
+  const name = endpoint.path.slice(1);
+  const responses = Object.fromEntries(
+    Object.entries(endpoint.responses).map(([status, { description, mediaType, schema }]) => [status, { description, content: { [mediaType]: { schema } } }]),
+  );
+  return { get: { operationId: name, summary: `${name}: ${endpoint.summary}`, tags: ['operations'], responses, security: [{}] } };
 }
 
 /** HEAD: the GET's answer without a body (RFC 9110 §9.3.2), same headers and statuses. */
@@ -685,12 +755,47 @@ export function describeEvents(resources: readonly Resource[]): EventDescription
       name: resource.event,
       collection: resource.name,
       actions: EVENT_ACTIONS,
-      description: `A ${resource.label.toLowerCase()} of \`${resource.name}\` was created, updated or deleted.`,
+      description: `${capitalize(withArticle(resource.label.toLowerCase()))} of \`${resource.name}\` was created, updated or deleted.`,
       schema: body,
     });
   }
+  events.push(PING);
   return events;
 }
+
+/** `experience` → `an experience`, `user` → `a user` (by the first letter: "an hour" is rare in labels). */
+function withArticle(noun: string): string {
+  return `${/^[aeiou]/i.test(noun) ? 'an' : 'a'} ${noun}`;
+}
+
+const capitalize = (text: string) => text.charAt(0).toUpperCase() + text.slice(1);
+
+/**
+ * `ping` (API.md §4), sent to every receiver whatever its `events`: when a webhook is created
+ * and on `POST /api/v1/webhooks/{id}/pings/` (webhooks/events.ts `pingPayload`).
+ */
+const PING: EventDescription = {
+  name: 'ping',
+  collection: 'webhooks',
+  actions: [],
+  description: 'Sent to a webhook when it is created and on `POST /api/v1/webhooks/{id}/pings/`, whatever its `events`.',
+  schema: {
+    type: 'object',
+    title: 'ping event',
+    required: ['zen', 'hook_id', 'hook', 'sender'],
+    properties: {
+      zen: { type: 'string', description: 'A line of zen.' },
+      hook_id: { type: 'integer', minimum: 1 },
+      hook: {
+        type: 'object',
+        description: 'The webhook as its GET shows it (never its secret), with `type`.',
+        required: ['type', 'id'],
+        properties: { type: { type: 'string', enum: ['Repository'] }, id: { type: 'integer', minimum: 1 } },
+      },
+      sender: ACTOR,
+    },
+  },
+};
 
 const EVENT_ACTIONS = ['created', 'updated', 'deleted'] as const;
 
@@ -704,25 +809,42 @@ const FILTER_VERDICT: SchemaObject = {
 };
 
 /**
+ * The headers of every delivery besides Content-Type and Content-Length (API.md §4 "A delivery"),
+ * as the dispatcher (`webhooks/dispatcher.ts`), `signDelivery` (`webhooks/signing.ts`) and
+ * `sendAttempt` (`webhooks/send-attempt.ts`) set them; `test/openapi.test.ts` checks a received
+ * ping against this list.
+ */
+const DELIVERY_HEADERS: Readonly<Record<string, string>> = {
+  'X-Service-Delivery': 'The delivery id (a UUID); every attempt and redelivery keeps it.',
+  'X-Service-Event': 'The event name.',
+  'X-Service-Hook-ID': 'The webhook’s id.',
+  'X-Hub-Signature': '`sha1=` and the hex HMAC-SHA1 of the raw body, keyed with the secret string.',
+  'X-Hub-Signature-256': '`sha256=` and the hex HMAC-SHA256 of the raw body, keyed with the secret string.',
+  'webhook-id': 'Standard Webhooks: the delivery id.',
+  'webhook-timestamp': 'Standard Webhooks: unix seconds of this attempt (each attempt is signed afresh).',
+  'webhook-signature': 'Standard Webhooks: `v1,` and the base64 HMAC-SHA256 of `id.timestamp.body`; one per secret during a rotation, space-separated.',
+  'User-Agent': '`restwire-hookshot/<version>`.',
+};
+
+/**
  * The OpenAPI 3.1 `webhooks` section (RESOURCES.md §4): for every event, the request a receiver
  * gets, its headers and a JSON Schema of its body generated from the declaration.
  */
 function eventWebhooks(resources: readonly Resource[]): Record<string, PathItemObject> {
   const webhooks: Record<string, PathItemObject> = {};
-  const headers = [
-    { name: 'X-Service-Event', description: 'The event name.' },
-    { name: 'X-Service-Delivery', description: 'The delivery id (a UUID); a redelivery keeps it.' },
-    { name: 'X-Hub-Signature', description: '`sha1=` HMAC of the body with the webhook secret.' },
-    { name: 'X-Hub-Signature-256', description: '`sha256=` HMAC of the body with the webhook secret.' },
-  ].map((header): ParameterObject => ({ ...header, in: 'header', required: true, schema: { type: 'string' } }));
+  const headers = Object.entries(DELIVERY_HEADERS).map(
+    ([name, description]): ParameterObject => ({ name, in: 'header', required: true, description, schema: { type: 'string' } }),
+  );
   for (const event of describeEvents(resources)) {
-    const resource = resources.find((candidate) => candidate.name === event.collection)!;
+    const resource = resources.find((candidate) => candidate.name === event.collection && candidate.event === event.name);
     webhooks[event.name] = {
       post: {
         operationId: `event_${event.name}`,
-        summary: `${event.name}: a ${resource.label.toLowerCase()} was created, updated or deleted`,
-        description: `Sent to webhooks subscribed to \`${event.name}\` or \`*\` when a record of \`${resource.name}\` changes, in the transaction of the change.`,
-        tags: [resource.name],
+        summary: resource ? `${event.name}: ${withArticle(resource.label.toLowerCase())} was created, updated or deleted` : `${event.name}: a webhook is greeted`,
+        description: resource
+          ? `Sent to webhooks subscribed to \`${event.name}\` or \`*\` when a record of \`${resource.name}\` changes, in the transaction of the change.`
+          : event.description,
+        tags: [event.collection],
         parameters: headers,
         requestBody: { required: true, content: { [JSON_TYPE]: { schema: event.schema } } },
         responses: { '2XX': { description: 'Received. Anything else is retried on the schedule.' } },

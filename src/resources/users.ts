@@ -1,5 +1,4 @@
-import { allowAny } from '../auth/permissions.js';
-import { NotAuthenticated } from '../http/errors.js';
+import { allowAny, isAuthenticated } from '../auth/permissions.js';
 import type { View } from '../http/view.js';
 import { field } from './fields.js';
 import { defineBuiltinResource, type Resource } from './resource.js';
@@ -38,11 +37,12 @@ export function meView(viewSet: ViewSet): View {
     columns: viewSet.collection.columns,
     actions: {
       GET: {
-        permission: allowAny,
+        // The permission, not the handler, refuses an anonymous caller (401), so that the OpenAPI
+        // document, which asks the permission, does not offer this to one (issue 22 item 19).
+        permission: isAuthenticated,
         docs: { responses: { '200': { description: 'The caller’s own user record.', schema: { $ref: '#/components/schemas/User' } } } },
         async handle(request) {
-          if (!request.user) throw new NotAuthenticated();
-          const row = await viewSet.loadRow(viewSet.db, request.user.id, false);
+          const row = await viewSet.loadRow(viewSet.db, request.user!.id, false);
           return { body: await viewSet.representOne(row) };
         },
       },
