@@ -24,6 +24,16 @@ export interface QueryFilter {
   read(value: string): { condition: Condition } | { error: string };
 }
 
+/**
+ * What one filter may cost (issue 22): a list's query string and a webhook's filter alike. A
+ * webhook's filter runs inside every write to its collection, whoever writes, so its size is
+ * every writer's cost; past these limits SQLite's expression tree and PostgreSQL's stack give
+ * out (a 500), and long before that every write slows.
+ */
+export const MAX_FILTER_TERMS = 20;
+/** Values in one `__in`. */
+export const MAX_IN_VALUES = 100;
+
 const COMPARE: Partial<Record<Lookup, '=' | '>' | '>=' | '<' | '<='>> = { exact: '=', gt: '>', gte: '>=', lt: '<', lte: '<=' };
 const DESCRIBE: Record<Lookup, string> = {
   exact: 'equal to',
@@ -89,14 +99,18 @@ export function buildFilters(resource: Resource, context: ParseContext): QueryFi
             return { condition: (eb) => eb(column, text === 'true' ? 'is' : 'is not', null) };
           }
           if (lookup === 'in') {
+            const items = text.split(',');
+            if (items.length > MAX_IN_VALUES) return { error: `Give at most ${MAX_IN_VALUES} values; this gives ${items.length}.` };
             const values: unknown[] = [];
-            for (const item of text.split(',')) {
+            for (const item of items) {
               const read = readValue(field, item, context);
               if ('error' in read) return read;
               values.push(read.value);
             }
-            if (values.length === 0) return { error: 'Give at least one value.' };
-            return { condition: (eb) => eb.or(values.map((value) => match(value)(eb))) };
+            // One `in (…)`, not a chain of `or`: SQLite parses a chain as a tree as deep as it is long.
+            if (column !== null) return { condition: (eb) => eb(column, 'in', values as never[]) };
+            const join = joinTableOf(resource.table, name);
+            return { condition: (eb) => eb('id', 'in', eb.selectFrom(join).select('from_id').where('to_id', 'in', values as number[])) };
           }
           const read = readValue(field, text, context);
           if ('error' in read) return read;
@@ -121,18 +135,27 @@ export function buildFilters(resource: Resource, context: ParseContext): QueryFi
 
 /**
  * Reads a list's filter parameters: a condition for each known one, or its message (the list's
- * 400 names the parameter). Parameters no filter knows are the caller's: a list ignores them (as
- * DRF does); a webhook's filter refuses them (webhooks/subscriptions.ts).
+ * 400 names the parameter; more than MAX_FILTER_TERMS is a `non_field_errors` message).
+ * Parameters no filter knows are the caller's: a list ignores them (as DRF does); a webhook's
+ * filter refuses them (webhooks/subscriptions.ts).
  */
 export function readFilterParams(
   filters: ReadonlyMap<string, QueryFilter>,
   params: Iterable<readonly [string, string]>,
 ): { conditions: Condition[]; errors: FieldErrors } {
+  const known = [...params].filter(([param]) => filters.has(param));
+  if (known.length > MAX_FILTER_TERMS) {
+    return { conditions: [], errors: { non_field_errors: [`A filter may have at most ${MAX_FILTER_TERMS} parameters; this one has ${known.length}.`] } };
+  }
   const errors: FieldErrors = {};
   const conditions: Condition[] = [];
-  for (const [param, value] of params) {
-    const filter = filters.get(param);
-    if (filter === undefined) continue;
+  for (const [param, value] of known) {
+    const filter = filters.get(param)!;
+    // PostgreSQL can neither store nor compare a NUL (a 500 "invalid byte sequence"); no value holds one.
+    if (value.includes('\0')) {
+      errors[param] = ['Must not contain a NUL character.'];
+      continue;
+    }
     const read = filter.read(value);
     if ('error' in read) errors[param] = [read.error];
     else conditions.push(read.condition);
