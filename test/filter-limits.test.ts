@@ -111,8 +111,12 @@ describe.each(BACKENDS)('filter limits on %s', (backend) => {
     }
     const hooks = await call('GET', '/api/v1/webhooks/?limit=100');
     expect(hooks.body.results).toEqual([]);
-    // At the limits, a filter is accepted.
-    const atLimit = await newHook({ score: Array.from({ length: 20 }, () => `score__in=${values(100)}`).join('&') });
+    // Two `__in` of 60: 120 values in all.
+    const together = await newHook({ score: `score__in=${values(60)}&score__in=${values(60)}` });
+    expect(together.status).toBe(400);
+    expect(together.body.errors.filter.join(' ')).toMatch(/at most 100 values in all/);
+    // At the limits, a filter is accepted: 20 parameters, 100 values.
+    const atLimit = await newHook({ score: [`score__in=${values(81)}`, ...Array.from({ length: 19 }, (_, i) => `search=t${i}`)].join('&') });
     expect(atLimit.status, JSON.stringify(atLimit.body)).toBe(201);
     expect((await call('DELETE', `/api/v1/webhooks/${atLimit.body.id}/`)).status).toBe(204);
   });

@@ -20,6 +20,8 @@ export interface QueryFilter {
   readonly description: string;
   /** JSON Schema of the parameter's value, for OpenAPI. */
   readonly schema: Record<string, unknown>;
+  /** Its value is a comma-separated list (`__in`): each item counts against MAX_FILTER_VALUES. */
+  readonly list?: true;
   /** The condition for a value, or the message for a bad one. */
   read(value: string): { condition: Condition } | { error: string };
 }
@@ -31,8 +33,8 @@ export interface QueryFilter {
  * out (a 500), and long before that every write slows.
  */
 export const MAX_FILTER_TERMS = 20;
-/** Values in one `__in`. */
-export const MAX_IN_VALUES = 100;
+/** Values compared in all: one per parameter, one per item of an `__in`. */
+export const MAX_FILTER_VALUES = 100;
 
 const COMPARE: Partial<Record<Lookup, '=' | '>' | '>=' | '<' | '<='>> = { exact: '=', gt: '>', gte: '>=', lt: '<', lte: '<=' };
 const DESCRIBE: Record<Lookup, string> = {
@@ -88,6 +90,7 @@ export function buildFilters(resource: Resource, context: ParseContext): QueryFi
       filters.push({
         param,
         description,
+        ...(lookup === 'in' ? { list: true as const } : {}),
         schema: lookup === 'isnull' ? { type: 'boolean' } : lookup === 'in' || lookup === 'contains' || lookup === 'icontains' ? { type: 'string' } : baseSchema,
         read(text) {
           if (lookup === 'contains' || lookup === 'icontains') {
@@ -100,7 +103,7 @@ export function buildFilters(resource: Resource, context: ParseContext): QueryFi
           }
           if (lookup === 'in') {
             const items = text.split(',');
-            if (items.length > MAX_IN_VALUES) return { error: `Give at most ${MAX_IN_VALUES} values; this gives ${items.length}.` };
+            if (items.length > MAX_FILTER_VALUES) return { error: `Give at most ${MAX_FILTER_VALUES} values; this gives ${items.length}.` };
             const values: unknown[] = [];
             for (const item of items) {
               const read = readValue(field, item, context);
@@ -135,7 +138,8 @@ export function buildFilters(resource: Resource, context: ParseContext): QueryFi
 
 /**
  * Reads a list's filter parameters: a condition for each known one, or its message (the list's
- * 400 names the parameter; more than MAX_FILTER_TERMS is a `non_field_errors` message).
+ * 400 names the parameter; a filter over MAX_FILTER_TERMS or MAX_FILTER_VALUES is a
+ * `non_field_errors` message).
  * Parameters no filter knows are the caller's: a list ignores them (as DRF does); a webhook's
  * filter refuses them (webhooks/subscriptions.ts).
  */
@@ -146,6 +150,11 @@ export function readFilterParams(
   const known = [...params].filter(([param]) => filters.has(param));
   if (known.length > MAX_FILTER_TERMS) {
     return { conditions: [], errors: { non_field_errors: [`A filter may have at most ${MAX_FILTER_TERMS} parameters; this one has ${known.length}.`] } };
+  }
+  const values = known.reduce((sum, [param, value]) => sum + (filters.get(param)!.list ? value.split(',').length : 1), 0);
+  // One `__in` over the limit is its own parameter's message (below); several together are this one.
+  if (values > MAX_FILTER_VALUES && known.every(([param, value]) => !filters.get(param)!.list || value.split(',').length <= MAX_FILTER_VALUES)) {
+    return { conditions: [], errors: { non_field_errors: [`A filter may compare at most ${MAX_FILTER_VALUES} values in all; this one compares ${values}.`] } };
   }
   const errors: FieldErrors = {};
   const conditions: Condition[] = [];
