@@ -17,9 +17,21 @@ export interface QueryFilter {
   readonly description: string;
   /** JSON Schema of the parameter's value, for OpenAPI. */
   readonly schema: Record<string, unknown>;
+  /** Its value is a comma-separated list (`__in`): each item counts against MAX_FILTER_VALUES. */
+  readonly list?: true;
   /** The condition for a value, or the message for a bad one. */
   read(value: string): { condition: Condition } | { error: string };
 }
+
+/**
+ * What one filter may cost (issue 22): a list's query string and a webhook's filter alike. A
+ * webhook's filter runs inside every write to its collection, whoever writes, so its size is
+ * every writer's cost; past these limits SQLite's expression tree and PostgreSQL's stack give
+ * out (a 500), and long before that every write slows.
+ */
+export const MAX_FILTER_TERMS = 20;
+/** Values compared in all: one per parameter, one per item of an `__in`. */
+export const MAX_FILTER_VALUES = 100;
 
 const COMPARE: Partial<Record<Lookup, '=' | '>' | '>=' | '<' | '<='>> = { exact: '=', gt: '>', gte: '>=', lt: '<', lte: '<=' };
 const DESCRIBE: Record<Lookup, string> = {
@@ -75,6 +87,7 @@ export function buildFilters(resource: Resource, context: ParseContext): QueryFi
       filters.push({
         param,
         description,
+        ...(lookup === 'in' ? { list: true as const } : {}),
         schema: lookup === 'isnull' ? { type: 'boolean' } : lookup === 'in' || lookup === 'contains' || lookup === 'icontains' ? { type: 'string' } : baseSchema,
         read(text) {
           if (lookup === 'contains' || lookup === 'icontains') {
@@ -86,14 +99,18 @@ export function buildFilters(resource: Resource, context: ParseContext): QueryFi
             return { condition: (eb) => eb(column, text === 'true' ? 'is' : 'is not', null) };
           }
           if (lookup === 'in') {
+            const items = text.split(',');
+            if (items.length > MAX_FILTER_VALUES) return { error: `Give at most ${MAX_FILTER_VALUES} values; this gives ${items.length}.` };
             const values: unknown[] = [];
-            for (const item of text.split(',')) {
+            for (const item of items) {
               const read = readValue(field, item, context);
               if ('error' in read) return read;
               values.push(read.value);
             }
-            if (values.length === 0) return { error: 'Give at least one value.' };
-            return { condition: (eb) => eb.or(values.map((value) => match(value)(eb))) };
+            // One `in (…)`, not a chain of `or`: SQLite parses a chain as a tree as deep as it is long.
+            if (column !== null) return { condition: (eb) => eb(column, 'in', values as never[]) };
+            const join = joinTableOf(resource.table, name);
+            return { condition: (eb) => eb('id', 'in', eb.selectFrom(join).select('from_id').where('to_id', 'in', values as number[])) };
           }
           const read = readValue(field, text, context);
           if ('error' in read) return read;
@@ -118,18 +135,33 @@ export function buildFilters(resource: Resource, context: ParseContext): QueryFi
 
 /**
  * Reads a list's filter parameters: a condition for each known one, or its message (the list's
- * 400 names the parameter). Parameters no filter knows are the caller's: a list ignores them (as
- * DRF does); a webhook's filter refuses them (webhooks/subscriptions.ts).
+ * 400 names the parameter; a filter over MAX_FILTER_TERMS or MAX_FILTER_VALUES is a
+ * `non_field_errors` message).
+ * Parameters no filter knows are the caller's: a list ignores them (as DRF does); a webhook's
+ * filter refuses them (webhooks/subscriptions.ts).
  */
 export function readFilterParams(
   filters: ReadonlyMap<string, QueryFilter>,
   params: Iterable<readonly [string, string]>,
 ): { conditions: Condition[]; errors: FieldErrors } {
+  const known = [...params].filter(([param]) => filters.has(param));
+  if (known.length > MAX_FILTER_TERMS) {
+    return { conditions: [], errors: { non_field_errors: [`A filter may have at most ${MAX_FILTER_TERMS} parameters; this one has ${known.length}.`] } };
+  }
+  const values = known.reduce((sum, [param, value]) => sum + (filters.get(param)!.list ? value.split(',').length : 1), 0);
+  // One `__in` over the limit is its own parameter's message (below); several together are this one.
+  if (values > MAX_FILTER_VALUES && known.every(([param, value]) => !filters.get(param)!.list || value.split(',').length <= MAX_FILTER_VALUES)) {
+    return { conditions: [], errors: { non_field_errors: [`A filter may compare at most ${MAX_FILTER_VALUES} values in all; this one compares ${values}.`] } };
+  }
   const errors: FieldErrors = {};
   const conditions: Condition[] = [];
-  for (const [param, value] of params) {
-    const filter = filters.get(param);
-    if (filter === undefined) continue;
+  for (const [param, value] of known) {
+    const filter = filters.get(param)!;
+    // PostgreSQL can neither store nor compare a NUL (a 500 "invalid byte sequence"); no value holds one.
+    if (value.includes('\0')) {
+      errors[param] = ['Must not contain a NUL character.'];
+      continue;
+    }
     const read = filter.read(value);
     if ('error' in read) errors[param] = [read.error];
     else conditions.push(read.condition);

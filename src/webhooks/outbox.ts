@@ -3,11 +3,11 @@ import type { Kysely, Transaction } from 'kysely';
 import { announceDeliveries } from '../db/delivery-queue.js';
 import type { Storage } from '../db/database.js';
 import type { Database } from '../db/schema.js';
-import type { Condition } from '../db/dynamic-tables.js';
-import { readFilterParams, type QueryFilter } from '../resources/filters.js';
 import type { DynamicDb } from '../db/dynamic-tables.js';
-import type { Change, ChangeListener, PendingChange, Resource } from '../resources/resource.js';
+import type { QueryFilter } from '../resources/filters.js';
+import type { Change, ChangeListener, PendingChange } from '../resources/resource.js';
 import { eventPayload, type Actor } from './events.js';
+import { WebhookFilters } from './webhook-filters.js';
 
 /**
  * The first stage of the webhook pipeline (STYLE.md 7): a change and its deliveries are written
@@ -109,7 +109,7 @@ export function outboxListener({ storage, publicUrl, wake, repositoryIds, filter
     }
     return lookup;
   };
-  const filters = new WebhookFilters(filtersOf);
+  const filters = new WebhookFilters(storage.db as unknown as DynamicDb, filtersOf);
   // What filtered webhooks made of each record before it changed, per transaction.
   const matchedBefore = new WeakMap<Executor, Map<string, Map<number, boolean>>>();
 
@@ -118,11 +118,7 @@ export function outboxListener({ storage, publicUrl, wake, repositoryIds, filter
     if (!event) return;
     const filtered = (await hooks(trx)).filter((hook) => hook.filter !== null && subscribes(hook.events, event));
     if (filtered.length === 0) return;
-    const verdicts = new Map<number, boolean>();
-    for (const hook of filtered) {
-      const conditions = filters.conditions(hook, event, resource);
-      if (conditions !== null) verdicts.set(hook.id, await recordMatches(trx, resource, id, conditions));
-    }
+    const verdicts = await filters.verdicts(trx, resource, event, id, filtered);
     let byRecord = matchedBefore.get(trx);
     if (!byRecord) matchedBefore.set(trx, (byRecord = new Map()));
     byRecord.set(recordKey(resource.name, id), verdicts);
@@ -138,17 +134,18 @@ export function outboxListener({ storage, publicUrl, wake, repositoryIds, filter
     const before = matchedBefore.get(trx)?.get(key);
     matchedBefore.get(trx)?.delete(key);
     const payload = eventPayload(event, change, { publicUrl, owner: await ownerOf(trx, change), repositoryId: repositoryIds.get(change.resource.name) ?? 0 });
+    const after = change.action === 'deleted' ? new Map<number, boolean>() : await filters.verdicts(trx, change.resource, event, id, matching);
     let plain: string | undefined;
     const events: NewEvent[] = [];
     for (const hook of matching) {
-      const conditions = hook.filter === null ? null : filters.conditions(hook, event, change.resource);
+      const filtered = hook.filter !== null && filters.conditions(hook, event, change.resource) !== null;
       let body: string;
-      if (conditions === null) {
+      if (!filtered) {
         body = plain ??= JSON.stringify(payload);
       } else {
         const verdict: FilterVerdict = {
           matched_before: change.action !== 'created' && (before?.get(hook.id) ?? false),
-          matched_after: change.action !== 'deleted' && (await recordMatches(trx, change.resource, id, conditions)),
+          matched_after: change.action !== 'deleted' && (after.get(hook.id) ?? false),
         };
         // `updated` is sent when the record matches after the change or matched before it, so a
         // receiver hears of a record leaving the filter too; the body says which.
@@ -166,46 +163,4 @@ export function outboxListener({ storage, publicUrl, wake, repositoryIds, filter
 /** The record key of a delivery: which record it is about, for per-record ordering. */
 export function recordKey(collection: string, id: number): string {
   return `${collection}:${id}`;
-}
-
-/** Whether the record `id` meets a filter's conditions now, read in the change's transaction. */
-async function recordMatches(trx: Executor, resource: Resource, id: number, conditions: readonly Condition[]): Promise<boolean> {
-  let query = (trx as unknown as DynamicDb).selectFrom(resource.table).select('id').where('id', '=', id);
-  for (const condition of conditions) query = query.where(condition);
-  return (await query.executeTakeFirst()) !== undefined;
-}
-
-/**
- * Each webhook's filter, read once into conditions with the list endpoints' own filters (its
- * text was validated when it was stored; see `parseWebhookFilter`).
- */
-class WebhookFilters {
-  private readonly read = new Map<number, { text: string; queries: Record<string, string>; byEvent: Map<string, Condition[]> }>();
-  private readonly byCollection = new Map<string, ReadonlyMap<string, QueryFilter>>();
-
-  constructor(private readonly filtersOf: (collection: string) => readonly QueryFilter[]) {}
-
-  /** The conditions of a webhook's filter for `event`, or null when it has none for that event. */
-  conditions(hook: ActiveHook, event: string, resource: Resource): Condition[] | null {
-    if (hook.filter === null) return null;
-    let known = this.read.get(hook.id);
-    if (known?.text !== hook.filter) {
-      known = { text: hook.filter, queries: JSON.parse(hook.filter) as Record<string, string>, byEvent: new Map() };
-      this.read.set(hook.id, known);
-    }
-    const query = known.queries[event];
-    if (query === undefined) return null;
-    let conditions = known.byEvent.get(event);
-    if (conditions === undefined) {
-      conditions = readFilterParams(this.collectionFilters(resource.name), new URLSearchParams(query)).conditions;
-      known.byEvent.set(event, conditions);
-    }
-    return conditions;
-  }
-
-  private collectionFilters(collection: string): ReadonlyMap<string, QueryFilter> {
-    let map = this.byCollection.get(collection);
-    if (!map) this.byCollection.set(collection, (map = new Map(this.filtersOf(collection).map((filter) => [filter.param, filter]))));
-    return map;
-  }
 }

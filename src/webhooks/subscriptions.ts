@@ -4,8 +4,8 @@ import { NotFound, ValidationError } from '../http/errors.js';
 import { parseId } from '../http/paths.js';
 import type { ApiRequest } from '../http/view.js';
 import { field, type Field, type FieldResult } from '../resources/fields.js';
-import { readFilterParams, type QueryFilter } from '../resources/filters.js';
 import type { DynamicDb, Row } from '../db/dynamic-tables.js';
+import { MAX_FILTER_TERMS, readFilterParams, type QueryFilter } from '../resources/filters.js';
 import { defineBuiltinResource, type Resource } from '../resources/resource.js';
 import { TargetRefusedError, checkTargetUrl } from './address-guard.js';
 import { pingPayload } from './events.js';
@@ -90,6 +90,11 @@ export function parseWebhookFilter(
     }
     const text = query.replace(/^\?/, '');
     const params = [...new URLSearchParams(text)];
+    // Counted before anything is read: the filter runs inside other users' writes (issue 22).
+    if (params.length > MAX_FILTER_TERMS) {
+      errors.push(`${event}: A filter may have at most ${MAX_FILTER_TERMS} parameters; this one has ${params.length}.`);
+      continue;
+    }
     const known = new Map(filters.map((filter) => [filter.param, filter]));
     for (const [param] of params) {
       if (!known.has(param)) errors.push(`${event}: ${param}: not a filter of this collection; choose from: ${[...known.keys()].join(', ') || '(none)'}.`);

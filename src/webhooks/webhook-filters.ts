@@ -1,0 +1,156 @@
+// Webhook filters at write time (issue 14), bounded (issue 22). A filter is one subscriber's, but
+// it runs inside every write to its collection, whoever writes: so each is read with the list
+// endpoints' own filters and limits, all of a change's are answered by one query compiled once,
+// and a filter that fails to run is the subscriber's loss, never the writer's.
+
+import { CompiledQuery, sql, type Kysely, type SqlBool, type Transaction } from 'kysely';
+import type { Condition, DynamicDb } from '../db/dynamic-tables.js';
+import type { Database } from '../db/schema.js';
+import { readFilterParams, type QueryFilter } from '../resources/filters.js';
+import type { Resource } from '../resources/resource.js';
+
+type Executor = Transaction<Database> | Kysely<Database>;
+
+/** A webhook as the outbox reads it: its id and stored filter (JSON text, per event a query string). */
+export interface FilteredHook {
+  readonly id: number;
+  readonly filter: string | null;
+}
+
+/**
+ * A stored filter that no longer reads (stored before the limits of issue 22, or before its
+ * collection's filters changed): the subscriber hears of nothing rather than of everything.
+ */
+const MATCHES_NOTHING: readonly Condition[] = [() => sql<SqlBool>`1 = 0`];
+
+/** Hooks answered per query: keeps a query's columns and parameters far below SQLite's and PostgreSQL's limits. */
+const HOOKS_PER_QUERY = 10;
+/** The id a query is compiled with, replaced by the record's on each run. */
+const ANY_ID = -1;
+
+const SAVEPOINT = CompiledQuery.raw('savepoint webhook_filter');
+const RELEASE = CompiledQuery.raw('release savepoint webhook_filter');
+const ROLLBACK = CompiledQuery.raw('rollback to savepoint webhook_filter');
+
+interface Compiled {
+  /** The condition lists it was compiled from, compared by identity: a changed filter is read anew. */
+  readonly from: readonly (readonly Condition[])[];
+  readonly queries: readonly CompiledQuery<Record<string, unknown>>[];
+}
+
+/** Each webhook's filter, read once into conditions, and the queries that answer them per collection. */
+export class WebhookFilters {
+  private readonly read = new Map<number, { text: string; queries: Record<string, string>; byEvent: Map<string, readonly Condition[]> }>();
+  private readonly byCollection = new Map<string, ReadonlyMap<string, QueryFilter>>();
+  private readonly compiled = new Map<string, Compiled>();
+
+  constructor(
+    private readonly db: DynamicDb,
+    private readonly filtersOf: (collection: string) => readonly QueryFilter[],
+  ) {}
+
+  /** The conditions of a webhook's filter for `event`, or null when it has none for that event. */
+  conditions(hook: FilteredHook, event: string, resource: Resource): readonly Condition[] | null {
+    if (hook.filter === null) return null;
+    let known = this.read.get(hook.id);
+    if (known?.text !== hook.filter) {
+      known = { text: hook.filter, queries: JSON.parse(hook.filter) as Record<string, string>, byEvent: new Map() };
+      this.read.set(hook.id, known);
+    }
+    const query = known.queries[event];
+    if (query === undefined) return null;
+    let conditions = known.byEvent.get(event);
+    if (conditions === undefined) {
+      // The same limits as when it was stored, so a filter stored before them costs no more.
+      const read = readFilterParams(this.collectionFilters(resource.name), new URLSearchParams(query));
+      conditions = Object.keys(read.errors).length ? MATCHES_NOTHING : read.conditions;
+      known.byEvent.set(event, conditions);
+    }
+    return conditions;
+  }
+
+  /**
+   * Of `hooks`, those with a filter for `event`, each with whether the record `id` meets it now,
+   * read in the change's transaction.
+   */
+  async verdicts(trx: Executor, resource: Resource, event: string, id: number, hooks: readonly FilteredHook[]): Promise<Map<number, boolean>> {
+    const filtered = hooks.flatMap((hook) => {
+      const conditions = this.conditions(hook, event, resource);
+      return conditions === null ? [] : [{ id: hook.id, conditions }];
+    });
+    const verdicts = new Map<number, boolean>();
+    if (filtered.length === 0) return verdicts;
+    const queries = this.queries(resource, filtered.map((hook) => hook.conditions));
+    for (const [index, query] of queries.entries()) {
+      const chunk = filtered.slice(index * HOOKS_PER_QUERY, (index + 1) * HOOKS_PER_QUERY);
+      const rows = await runGuarded(trx, withId(query, id));
+      if (rows !== null) {
+        chunk.forEach((hook, column) => verdicts.set(hook.id, isTrue(rows[0]?.[`m${column}`])));
+        continue;
+      }
+      // One filter failed to run (none should, within the limits): each alone, so it fails only its own.
+      for (const hook of chunk) {
+        const alone = await runGuarded(trx, withId(this.compile(resource, [hook.conditions]), id));
+        verdicts.set(hook.id, isTrue(alone?.[0]?.m0));
+      }
+    }
+    return verdicts;
+  }
+
+  /**
+   * The queries answering these condition lists, one column each, compiled once per set of
+   * filters: building a query of a few thousand terms with Kysely on every write would cost more
+   * than running it (as viewset.ts's inserts, issue #6).
+   */
+  private queries(resource: Resource, lists: readonly (readonly Condition[])[]): readonly CompiledQuery<Record<string, unknown>>[] {
+    const known = this.compiled.get(resource.name);
+    if (known && known.from.length === lists.length && known.from.every((list, index) => list === lists[index])) return known.queries;
+    const queries: CompiledQuery<Record<string, unknown>>[] = [];
+    for (let start = 0; start < lists.length; start += HOOKS_PER_QUERY) queries.push(this.compile(resource, lists.slice(start, start + HOOKS_PER_QUERY)));
+    this.compiled.set(resource.name, { from: lists, queries });
+    return queries;
+  }
+
+  private compile(resource: Resource, lists: readonly (readonly Condition[])[]): CompiledQuery<Record<string, unknown>> {
+    const compiled = this.db
+      .selectFrom(resource.table)
+      .select((eb) => lists.map((conditions, column) => eb.and(conditions.map((condition) => condition(eb))).as(`m${column}`)))
+      .where('id', '=', ANY_ID)
+      .compile() as CompiledQuery<Record<string, unknown>>;
+    // `withId` replaces the last parameter: the `where` comes after every term of the select.
+    if (compiled.parameters.at(-1) !== ANY_ID) throw new Error('webhook filter query: the record id is not the last parameter');
+    return compiled;
+  }
+
+  private collectionFilters(collection: string): ReadonlyMap<string, QueryFilter> {
+    let map = this.byCollection.get(collection);
+    if (!map) this.byCollection.set(collection, (map = new Map(this.filtersOf(collection).map((filter) => [filter.param, filter]))));
+    return map;
+  }
+}
+
+function withId<R>(query: CompiledQuery<R>, id: number): CompiledQuery<R> {
+  return { ...query, parameters: [...query.parameters.slice(0, -1), id] };
+}
+
+/**
+ * Runs a query in a savepoint: its rows, or null if it failed. On PostgreSQL a failed statement
+ * aborts the whole transaction, which is the writer's; rolling back to the savepoint keeps it.
+ */
+async function runGuarded<R>(trx: Executor, query: CompiledQuery<R>): Promise<R[] | null> {
+  await trx.executeQuery(SAVEPOINT);
+  try {
+    const { rows } = await trx.executeQuery(query);
+    await trx.executeQuery(RELEASE);
+    return rows;
+  } catch {
+    await trx.executeQuery(ROLLBACK);
+    await trx.executeQuery(RELEASE);
+    return null;
+  }
+}
+
+/** A boolean column: PostgreSQL's true, SQLite's 1; null (a comparison with null) is no match. */
+function isTrue(value: unknown): boolean {
+  return value === true || value === 1;
+}
