@@ -59,7 +59,22 @@ export async function claimDueDeliveries(storage: Storage, options: ClaimOptions
       ${lock}
     )
     returning *`.execute(storage.db);
-  return result.rows;
+  return resolvePayloads(storage.db, result.rows);
+}
+
+/**
+ * Gives each redelivery its original's payload (a redelivery refers to it, `payload_of`,
+ * rather than copying it; issue 22), in one query for all of `rows`.
+ */
+export async function resolvePayloads<R extends { payload: string; payload_of: number | string | null }>(
+  db: Kysely<Database>,
+  rows: R[],
+): Promise<R[]> {
+  const ids = [...new Set(rows.filter((row) => row.payload_of !== null).map((row) => Number(row.payload_of)))];
+  if (ids.length === 0) return rows;
+  const originals = await db.selectFrom('deliveries').select(['id', 'payload']).where('id', 'in', ids).execute();
+  const payloadOf = new Map(originals.map((original) => [Number(original.id), original.payload]));
+  return rows.map((row) => (row.payload_of === null ? row : { ...row, payload: payloadOf.get(Number(row.payload_of)) ?? row.payload }));
 }
 
 /** Gives back leases, so the work is claimable at once (work this worker will not do after all). */

@@ -160,6 +160,22 @@ const MIGRATIONS: Record<string, Migration> = {
         .execute();
     },
   },
+  '0006_redeliveries_refer_to_payloads': {
+    async up(db) {
+      // Issue 22: a redelivery refers to its original's payload instead of copying it (its own
+      // `payload` is left empty), so replays do not grow the database by the payloads they send.
+      await db.schema.alterTable('deliveries').addColumn('payload_of', 'bigint').execute();
+      // Retention keeps an original while a redelivery refers to it (webhooks/retention.ts).
+      await db.schema.createIndex('deliveries_payload_of').on('deliveries').column('payload_of').where(sql.ref('payload_of'), 'is not', null).execute();
+      // The redelivery cap counts a webhook's redeliveries of the last 24 hours (deliveries-log.ts).
+      await db.schema
+        .createIndex('deliveries_redeliveries')
+        .on('deliveries')
+        .columns(['webhook_id', 'created_at'])
+        .where(sql.ref('redelivery'), '=', sql.lit(1))
+        .execute();
+    },
+  },
 };
 
 const provider: MigrationProvider = { getMigrations: async () => MIGRATIONS };

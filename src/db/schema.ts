@@ -101,6 +101,8 @@ export interface DeliveriesTable {
   created_at: number;
   /** `<collection>:<id>` of the record a resource event is about; null for a ping. */
   record_key: string | null;
+  /** A redelivery's original, whose `payload` it sends (its own is empty); null: its own payload. */
+  payload_of: number | null;
 }
 
 export type UserRow = Selectable<UsersTable>;

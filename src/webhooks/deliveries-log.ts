@@ -1,11 +1,12 @@
-import { sql } from 'kysely';
+import { sql, type Expression, type ExpressionBuilder, type Kysely, type SqlBool } from 'kysely';
 import { isAuthenticated } from '../auth/permissions.js';
-import { WAITING, announceDeliveries } from '../db/delivery-queue.js';
-import { ValidationError, type FieldErrors } from '../http/errors.js';
+import type { Storage } from '../db/database.js';
+import { WAITING, announceDeliveries, resolvePayloads } from '../db/delivery-queue.js';
+import type { Database, DeliveryRow } from '../db/schema.js';
+import { Throttled, ValidationError, type FieldErrors } from '../http/errors.js';
 import { field, type Field, type FieldResult } from '../resources/fields.js';
 import type { DynamicDb, Row } from '../db/dynamic-tables.js';
 import { defineBuiltinResource, type Resource } from '../resources/resource.js';
-import { enqueueDeliveries } from './outbox.js';
 import { loadOwnWebhook } from './subscriptions.js';
 
 /**
@@ -18,6 +19,12 @@ const STATUSES = ['pending', 'delivered', 'failed', 'retrying'] as const;
 
 /** The most deliveries one replay queues again (issue 14); the rest are reported, for another call. */
 export const MAX_REPLAY = 10_000;
+/**
+ * The most redeliveries one webhook may have in 24 hours, whichever action queued them (issue
+ * 22): a call that reaches it queues what fits; one beyond it is refused with 429.
+ */
+export const MAX_REDELIVERIES_PER_DAY = 10_000;
+const DAY_MS = 86_400_000;
 /** What a replay re-sends by default, and what it may. */
 const REPLAY_STATUSES = ['failed', 'delivered'] as const;
 
@@ -59,15 +66,90 @@ async function waitingBehind(db: DynamicDb, rows: readonly Row[]): Promise<Map<n
 const latestOfItsGuid = ({ not, exists, selectFrom }: any) =>
   not(exists(selectFrom('deliveries as later').select(sql`1`.as('one')).whereRef('later.guid', '=', 'd.guid').whereRef('later.id', '>', 'd.id')));
 
-const redeliveryOf = (row: Row) => ({
-  webhookId: Number(row.webhook_id),
-  event: String(row.event),
-  action: row.action as string | null,
-  body: String(row.payload),
-  guid: String(row.guid),
-  redelivery: true,
-  recordKey: row.record_key as string | null,
-});
+/** Which deliveries an action redelivers, over `deliveries as d`. */
+type Selection = (eb: ExpressionBuilder<Database & { d: Database['deliveries'] }, 'd'>) => Expression<SqlBool>;
+
+/**
+ * Queues again, oldest first, up to `limit` of the deliveries `selection` picks from one webhook,
+ * within what its daily cap leaves; returns how many it queued and how many it left. Each is a
+ * new log entry with the same guid that refers to its original's payload (`payload_of`) rather
+ * than copying it, so redeliveries do not grow the database by the payloads they send (issue 22).
+ * Copied in the database (INSERT … SELECT): no payload passes through here, and the statement
+ * binds a handful of values however many rows it writes.
+ */
+async function redeliver(
+  storage: Storage,
+  trx: DynamicDb,
+  { webhookId, selection, limit }: { webhookId: number; selection: Selection; limit: number },
+): Promise<{ queued: number; remaining: number }> {
+  const db = trx as unknown as Kysely<Database>;
+  // Concurrent calls for one webhook take turns (PostgreSQL), so together they keep to the cap;
+  // SQLite's writer already runs them one at a time.
+  await storage.lockForUpdate(db.selectFrom('webhooks').select('id').where('id', '=', webhookId)).execute();
+  const matching = db.selectFrom('deliveries as d').where('d.webhook_id', '=', webhookId).where(selection);
+  const { n } = await matching.select((eb) => eb.fn.countAll().as('n')).executeTakeFirstOrThrow();
+  const total = Number(n);
+  if (total === 0) return { queued: 0, remaining: 0 };
+  const now = Date.now();
+  const room = MAX_REDELIVERIES_PER_DAY - (await redeliveriesSince(db, webhookId, now - DAY_MS));
+  if (room <= 0) throw await capReached(db, webhookId, now);
+  const copies = matching
+    .select([
+      'd.guid',
+      'd.webhook_id',
+      'd.event',
+      'd.action',
+      sql<string>`''`.as('payload'),
+      sql<number>`coalesce(d.payload_of, d.id)`.as('payload_of'),
+      sql<string>`'pending'`.as('status'),
+      sql<number>`0`.as('attempts'),
+      sql<number>`${now}`.as('next_attempt_at'),
+      sql<number>`1`.as('redelivery'),
+      sql<number>`${now}`.as('created_at'),
+      'd.record_key',
+    ])
+    .orderBy('d.id')
+    .limit(Math.min(limit, room));
+  const inserted = await db
+    .insertInto('deliveries')
+    .columns(['guid', 'webhook_id', 'event', 'action', 'payload', 'payload_of', 'status', 'attempts', 'next_attempt_at', 'redelivery', 'created_at', 'record_key'])
+    .expression(copies)
+    .returning('id')
+    .execute();
+  await announceDeliveries(storage, db);
+  return { queued: inserted.length, remaining: total - inserted.length };
+}
+
+async function redeliveriesSince(db: Kysely<Database>, webhookId: number, since: number): Promise<number> {
+  const { n } = await db
+    .selectFrom('deliveries')
+    .select((eb) => eb.fn.countAll().as('n'))
+    .where('webhook_id', '=', webhookId)
+    .where('redelivery', '=', 1)
+    .where('created_at', '>', since)
+    .executeTakeFirstOrThrow();
+  return Number(n);
+}
+
+/** The 429 of a webhook at its cap: Retry-After says when one of its 24 hours' redeliveries leaves the window. */
+async function capReached(db: Kysely<Database>, webhookId: number, now: number): Promise<Throttled> {
+  const used = await redeliveriesSince(db, webhookId, now - DAY_MS);
+  const oldest = await db
+    .selectFrom('deliveries')
+    .select('created_at')
+    .where('webhook_id', '=', webhookId)
+    .where('redelivery', '=', 1)
+    .where('created_at', '>', now - DAY_MS)
+    .orderBy('created_at')
+    .offset(Math.max(0, used - MAX_REDELIVERIES_PER_DAY))
+    .limit(1)
+    .executeTakeFirst();
+  const seconds = Math.max(1, Math.ceil((Number(oldest?.created_at ?? now) + DAY_MS - now) / 1000));
+  return new Throttled(
+    seconds,
+    `This webhook has had ${MAX_REDELIVERIES_PER_DAY.toLocaleString('en')} redeliveries in the last 24 hours; the next can be queued in ${seconds} seconds.`,
+  );
+}
 
 /** A replay's body: ISO 8601 `since` (required) and `until` (default: now), and `status`. */
 function readReplay(data: Record<string, unknown>): { since: number; until: number; status: (typeof REPLAY_STATUSES)[number] } {
@@ -86,7 +168,7 @@ function readReplay(data: Record<string, unknown>): { since: number; until: numb
   return { since: since!, until: until!, status: status as (typeof REPLAY_STATUSES)[number] };
 }
 
-export function deliveriesResource({ storage, wake }: { storage: Parameters<typeof enqueueDeliveries>[0]; wake: () => void }): Resource {
+export function deliveriesResource({ storage, wake }: { storage: Storage; wake: () => void }): Resource {
   const text = (options: { required?: boolean } = {}) => ({ ...field.string({ maxLength: 2000, readOnly: true, ...options }), metadata: () => ({ type: 'string' }) });
   const count = () => field.integer({ readOnly: true });
   const fields: Record<string, Field> = {
@@ -140,13 +222,15 @@ export function deliveriesResource({ storage, wake }: { storage: Parameters<type
       },
       async represent(rows, out, { detail, executor }) {
         const behind = await waitingBehind(executor, rows);
+        // A redelivery shows the payload it sends: its original's.
+        const payloads = detail ? await resolvePayloads(executor as never, rows as unknown as DeliveryRow[]) : [];
         rows.forEach((row, index) => {
           const delivery = out[index]!;
           const head = behind.get(row.id);
           delivery.record = row.record_key;
           delivery.waiting_behind = head === undefined ? null : `/api/v1/webhooks/${Number(row.webhook_id)}/deliveries/${head}/`;
           if (detail) {
-            delivery.request = { headers: parseJson(row.request_headers), payload: JSON.parse(String(row.payload)) as unknown };
+            delivery.request = { headers: parseJson(row.request_headers), payload: JSON.parse(payloads[index]!.payload) as unknown };
             delivery.response = { headers: parseJson(row.response_headers), payload: row.response_body };
           }
         });
@@ -161,34 +245,34 @@ export function deliveriesResource({ storage, wake }: { storage: Parameters<type
         docs: {
           responses: {
             '202': {
-              description: 'The failed deliveries are queued again (same guids).',
-              schema: { type: 'object', required: ['redelivered'], properties: { redelivered: { type: 'integer', minimum: 0 } } },
+              description: `The failed deliveries are queued again (same guids), up to the webhook's cap of ${MAX_REDELIVERIES_PER_DAY.toLocaleString('en')} redeliveries in 24 hours; \`remaining\`, when the cap left some, says how many.`,
+              schema: {
+                type: 'object',
+                required: ['redelivered'],
+                properties: { redelivered: { type: 'integer', minimum: 0 }, remaining: { type: 'integer', minimum: 1 } },
+              },
             },
           },
         },
         async handle(request, viewSet) {
           const hook = await loadOwnWebhook(db, request);
-          const count = await viewSet.transact(async (trx) => {
-            const failed = (await trx
-              .selectFrom('deliveries as d')
-              .selectAll('d')
-              .where('d.webhook_id', '=', hook.id)
-              .where('d.status', '=', 'failed')
-              .where(latestOfItsGuid)
-              .orderBy('d.id')
-              .execute()) as Row[];
-            await enqueueDeliveries(storage, trx as never, failed.map(redeliveryOf));
-            return failed.length;
-          });
-          if (count > 0) wake();
-          return { status: 202, body: { redelivered: count } };
+          const { queued, remaining } = await viewSet.transact((trx) =>
+            redeliver(storage, trx, {
+              webhookId: hook.id,
+              selection: (eb) => eb.and([eb('d.status', '=', 'failed'), latestOfItsGuid(eb)]),
+              limit: MAX_REDELIVERIES_PER_DAY,
+            }),
+          );
+          if (queued > 0) wake();
+          return { status: 202, body: remaining > 0 ? { redelivered: queued, remaining } : { redelivered: queued } };
         },
       },
       {
         name: 'Delivery Replays',
         description:
           'POST `{"since", "until"?, "status"?}` to redeliver (same guids) every delivery of this webhook created in that time range whose latest attempt has that status (`failed` by default; or `delivered`), ' +
-          `at most ${MAX_REPLAY.toLocaleString('en')} per call; \`remaining\` says how many are left for another call.`,
+          `at most ${MAX_REPLAY.toLocaleString('en')} per call and ${MAX_REDELIVERIES_PER_DAY.toLocaleString('en')} redeliveries of the webhook in 24 hours (then 429 with Retry-After); ` +
+          '`remaining` says how many are left for another call.',
         detail: false,
         path: 'replays/',
         docs: {
@@ -218,46 +302,15 @@ export function deliveriesResource({ storage, wake }: { storage: Parameters<type
         async handle(request, viewSet) {
           const hook = await loadOwnWebhook(db, request);
           const { since, until, status } = readReplay(await request.data());
-          const { queued, remaining } = await viewSet.transact(async (trx) => {
-            // The latest entry of each guid created in the range with that status: a delivery
-            // already redelivered (by hand or by an earlier replay) is not sent twice.
-            const matching = trx
-              .selectFrom('deliveries as d')
-              .where('d.webhook_id', '=', hook.id)
-              .where('d.status', '=', status)
-              .where('d.created_at', '>=', since)
-              .where('d.created_at', '<', until)
-              .where(latestOfItsGuid);
-            const { n } = (await matching.select((eb) => eb.fn.countAll().as('n')).executeTakeFirstOrThrow()) as { n: number | string };
-            const total = Number(n);
-            if (total === 0) return { queued: 0, remaining: 0 };
-            // Copied in the database (INSERT … SELECT): 10,000 payloads need not pass through here.
-            const now = Date.now();
-            const copies = matching
-              .select([
-                'd.guid',
-                'd.webhook_id',
-                'd.event',
-                'd.action',
-                'd.payload',
-                sql<string>`'pending'`.as('status'),
-                sql<number>`0`.as('attempts'),
-                sql<number>`${now}`.as('next_attempt_at'),
-                sql<number>`1`.as('redelivery'),
-                sql<number>`${now}`.as('created_at'),
-                'd.record_key',
-              ])
-              .orderBy('d.id')
-              .limit(MAX_REPLAY);
-            const inserted = await trx
-              .insertInto('deliveries')
-              .columns(['guid', 'webhook_id', 'event', 'action', 'payload', 'status', 'attempts', 'next_attempt_at', 'redelivery', 'created_at', 'record_key'])
-              .expression(copies)
-              .returning('id')
-              .execute();
-            await announceDeliveries(storage, trx as never);
-            return { queued: inserted.length, remaining: total - inserted.length };
-          });
+          const { queued, remaining } = await viewSet.transact((trx) =>
+            redeliver(storage, trx, {
+              webhookId: hook.id,
+              // The latest entry of each guid created in the range with that status: a delivery
+              // already redelivered (by hand or by an earlier replay) is not sent twice.
+              selection: (eb) => eb.and([eb('d.status', '=', status), eb('d.created_at', '>=', since), eb('d.created_at', '<', until), latestOfItsGuid(eb)]),
+              limit: MAX_REPLAY,
+            }),
+          );
           if (queued > 0) wake();
           return { status: 202, body: { redelivered: queued, remaining } };
         },
@@ -271,7 +324,7 @@ export function deliveriesResource({ storage, wake }: { storage: Parameters<type
         async handle(request, viewSet) {
           const original = await viewSet.loadRow(request);
           const created = await viewSet.transact(async (trx) => {
-            await enqueueDeliveries(storage, trx as never, [redeliveryOf(original)]);
+            await redeliver(storage, trx, { webhookId: Number(original.webhook_id), selection: (eb) => eb('d.id', '=', original.id), limit: 1 });
             return (await trx.selectFrom('deliveries').selectAll().where('guid', '=', original.guid).orderBy('id', 'desc').limit(1).executeTakeFirstOrThrow()) as Row;
           });
           wake();

@@ -54,6 +54,8 @@ export interface DispatcherOptions {
  * can finish within its lease (see `pump`).
  */
 export const LEASE_TIMEOUTS = 3;
+/** The first retention pass runs this long after start (or one interval, if shorter). */
+const FIRST_PRUNE_MS = 5_000;
 /** Idle workers look for due retries at least this often, even without a wake-up. */
 const IDLE_POLL_MS = 1000;
 /** The most rows one claim takes. */
@@ -161,13 +163,22 @@ export class Dispatcher {
       (error) => log.warn({ err: error }, 'delivery notifications interrupted; reconnecting'),
     );
     this.loop = this.run();
+    // The first pass runs soon after start, not one interval later: a process restarted more
+    // often than the interval would otherwise never prune (issue 22).
     const interval = this.options.pruneIntervalMs ?? 300_000;
-    this.pruneTimer = setInterval(() => {
-      this.pruning ??= this.prune().finally(() => {
-        this.pruning = null;
-      });
-    }, interval);
+    this.pruneTimer = setTimeout(() => {
+      this.schedulePrune();
+      this.pruneTimer = setInterval(() => this.schedulePrune(), interval);
+      this.pruneTimer.unref();
+    }, Math.min(FIRST_PRUNE_MS, interval));
     this.pruneTimer.unref();
+  }
+
+  /** Starts a retention pass unless one is running. */
+  private schedulePrune(): void {
+    this.pruning ??= this.prune().finally(() => {
+      this.pruning = null;
+    });
   }
 
   /** One retention pass (retention.ts); a failure is logged and the next pass tries again. */
@@ -200,7 +211,8 @@ export class Dispatcher {
   async stop(): Promise<void> {
     if (!this.running) return;
     this.running = false;
-    if (this.pruneTimer) clearInterval(this.pruneTimer);
+    // clearTimeout clears an interval too (one id space in Node).
+    if (this.pruneTimer) clearTimeout(this.pruneTimer);
     await this.pruning;
     this.wake();
     await this.loop;

@@ -32,22 +32,30 @@ export interface NewEvent {
   readonly event: string;
   readonly action: string | null;
   readonly body: string;
-  readonly redelivery?: boolean;
-  /** Reuse a delivery's guid (a redelivery keeps it, API.md §4). */
-  readonly guid?: string;
   /** `<collection>:<id>` of the record the event is about (per-record ordering, issue 14). */
   readonly recordKey?: string | null;
 }
+
+/**
+ * Rows one INSERT writes: 12 values a row stay far below SQLite's 32,766 bound variables and
+ * PostgreSQL's 65,535 bind parameters, however many webhooks a change has (issue 22).
+ */
+export const INSERT_BATCH = 1_000;
 
 /** Writes deliveries within the caller's transaction and announces them on commit. */
 export async function enqueueDeliveries(storage: Storage, trx: Executor, events: readonly NewEvent[]): Promise<void> {
   if (events.length === 0) return;
   const now = Date.now();
+  for (let start = 0; start < events.length; start += INSERT_BATCH) await insertDeliveries(trx, events.slice(start, start + INSERT_BATCH), now);
+  await announceDeliveries(storage, trx);
+}
+
+async function insertDeliveries(trx: Executor, events: readonly NewEvent[], now: number): Promise<void> {
   await trx
     .insertInto('deliveries')
     .values(
       events.map((event) => ({
-        guid: event.guid ?? randomUUID(),
+        guid: randomUUID(),
         webhook_id: event.webhookId,
         event: event.event,
         action: event.action,
@@ -56,13 +64,12 @@ export async function enqueueDeliveries(storage: Storage, trx: Executor, events:
         attempts: 0,
         next_attempt_at: now,
         lease_until: null,
-        redelivery: event.redelivery ? 1 : 0,
+        redelivery: 0,
         created_at: now,
         record_key: event.recordKey ?? null,
       })),
     )
     .execute();
-  await announceDeliveries(storage, trx);
 }
 
 /** Whether a webhook's `events` list (JSON text) asks for this event. */

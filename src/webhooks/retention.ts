@@ -48,15 +48,17 @@ export async function pruneDeliveries(db: Kysely<Database>, { before, onBatch }:
 
 /**
  * Deletes one batch of delivered or failed deliveries created before `before`; never a pending or
- * retrying one, whatever its age (it is still owed an attempt). Walks the primary key, oldest
- * first, so no index on created_at is needed (ids grow with time).
+ * retrying one, whatever its age (it is still owed an attempt), nor one whose payload a kept
+ * redelivery sends (`payload_of`, issue 22): that goes in a later pass, after its redeliveries.
+ * Walks the primary key, oldest first, so no index on created_at is needed (ids grow with time).
  */
 async function deleteExpired(db: Kysely<Database>, before: number): Promise<number> {
   const result = await sql`
     delete from deliveries where id in (
-      select id from deliveries
-      where created_at < ${before} and status in ('delivered', 'failed')
-      order by id
+      select d.id from deliveries d
+      where d.created_at < ${before} and d.status in ('delivered', 'failed')
+        and not exists (select 1 from deliveries r where r.payload_of = d.id)
+      order by d.id
       limit ${PRUNE_BATCH}
     )`.execute(db);
   return Number(result.numAffectedRows ?? 0);
