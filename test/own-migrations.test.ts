@@ -1,3 +1,5 @@
+import { rmSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { notesResource } from './support/library.js';
 import { createProject, runOk, type Project } from './support/project.js';
@@ -165,6 +167,82 @@ ${TOPIC_FIELD}
     expect(result.code, 'exits by itself, non-zero').not.toBe(0);
     expect(result.code, 'exits by itself, non-zero').not.toBeNull();
     expect(result.output).toContain('restwire makemigrations');
+  });
+});
+
+describe.each(BACKENDS)('decimal migrations on %s', (backend) => {
+  let database: TestDatabase;
+  let project: Project;
+  const prices = (amount: string) => `import { defineResource, field } from 'restwire';
+export default defineResource({ name: 'prices', fields: { label: field.string({ maxLength: 20 }), amount: ${amount} } });
+`;
+  const withServer = async <T>(work: (send: (method: string, path: string, body?: Json) => Promise<Json>) => Promise<T>): Promise<T> => {
+    const server = await project.start();
+    try {
+      return await work(async (method, path, body) => {
+        const init: RequestInit = { method, headers: { authorization: adminAuth, 'content-type': 'application/json' } };
+        const response = await fetch(`${server.url}${path}`, body ? { ...init, body: JSON.stringify(body) } : init);
+        expect(response.status, await response.clone().text()).toBeLessThan(300);
+        return (await response.json()) as Json;
+      });
+    } finally {
+      await server.stop();
+    }
+  };
+  const amounts = () => withServer(async (send) => ((await send('GET', '/api/v1/prices/?ordering=id&limit=100')).results as Json[]).map((p) => [p.label, p.amount]));
+
+  beforeAll(async () => {
+    database = await createTestDatabase(backend);
+    project = createProject(database, { 'prices.ts': prices('field.integer()') });
+    await runOk(project, ['makemigrations']);
+    await runOk(project, ['migrate']);
+  });
+  afterAll(async () => {
+    await database?.drop();
+    project?.cleanup();
+  });
+
+  let big: Json;
+
+  it('integer → decimal(15, 2) is refused, with or without --allow-data-loss, while a value has more than 13 digits', async () => {
+    big = await withServer(async (send) => {
+      await send('POST', '/api/v1/prices/', { label: 'fits', amount: 9_999_999_999_999 });
+      await send('POST', '/api/v1/prices/', { label: 'small', amount: -5 });
+      return send('POST', '/api/v1/prices/', { label: 'big', amount: 10_000_000_000_000 });
+    });
+    project.write('prices.ts', prices('field.decimal({ maxDigits: 15, decimalPlaces: 2 })'));
+    await runOk(project, ['makemigrations']);
+    const pending = project.migrationFiles().at(-1)!;
+    for (const args of [['migrate'], ['migrate', '--allow-data-loss']]) {
+      const refused = await project.run(args);
+      expect(refused.code, refused.output).not.toBe(0);
+      expect(refused.output).toContain('prices.amount: 1 values would not fit maxDigits 15 with decimalPlaces 2, no more than 13 digits before the decimal point');
+    }
+    expect((await runOk(project, ['migrate', '--plan'])).stdout).toContain(pending.replace(/\.json$/, ''));
+  });
+
+  it('once every value fits, the same change applies', async () => {
+    // Back to the applied declaration to change the value, then the same change again.
+    rmSync(join(project.migrationsDir, project.migrationFiles().at(-1)!));
+    project.write('prices.ts', prices('field.integer()'));
+    await withServer((send) => send('PATCH', big.url as string, { amount: 1 }));
+    project.write('prices.ts', prices('field.decimal({ maxDigits: 15, decimalPlaces: 2 })'));
+    await runOk(project, ['makemigrations']);
+    await runOk(project, ['migrate']);
+    expect(await amounts()).toEqual([['fits', '9999999999999.00'], ['small', '-5.00'], ['big', '1.00']]);
+  });
+
+  it('narrowing decimalPlaces rounds half away from zero, as migrate says when it asks for --allow-data-loss', async () => {
+    await withServer(async (send) => {
+      for (const [label, amount] of [['up', '0.25'], ['down', '-0.25'], ['near', '0.24']]) await send('POST', '/api/v1/prices/', { label, amount });
+    });
+    project.write('prices.ts', prices('field.decimal({ maxDigits: 15, decimalPlaces: 1 })'));
+    await runOk(project, ['makemigrations']);
+    const refused = await project.run(['migrate']);
+    expect(refused.code, refused.output).not.toBe(0);
+    expect(refused.output).toContain('narrowing prices.amount from 2 to 1 decimal places would round 3 values half away from zero');
+    await runOk(project, ['migrate', '--allow-data-loss']);
+    expect(await amounts()).toEqual([['fits', '9999999999999.0'], ['small', '-5.0'], ['big', '1.0'], ['up', '0.3'], ['down', '-0.3'], ['near', '0.2']]);
   });
 });
 

@@ -185,6 +185,17 @@ describe.each(BACKENDS)('own resources on %s', (backend) => {
       const missing = await send('POST', '/api/v1/books/', {});
       expect((await missing.json()).errors).toEqual({ title: ['This field is required.'], price: ['This field is required.'], author: ['This field is required.'] });
     });
+
+    it('a CSV list defuses a JSON string starting with TAB or CR as a formula (OWASP CSV injection)', async () => {
+      await newBook({ title: 'CSV formula', extra: '\t=1+2' });
+      await newBook({ title: 'CSV formula', extra: '\r=1+2' });
+      const response = await api('/api/v1/books/?title=CSV%20formula', { headers: { accept: 'text/csv' } });
+      expect(response.status).toBe(200);
+      expect(response.headers.get('content-type')).toMatch(/^text\/csv/);
+      const text = await response.text();
+      expect(text).toContain(",'\t=1+2,");
+      expect(text).toContain(`,"'\r=1+2",`);
+    });
   });
 
   describe('references', () => {

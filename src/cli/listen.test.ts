@@ -100,6 +100,30 @@ describe('startListener', () => {
     expect(out.text).not.toContain('\u001b');
   });
 
+  // C1 controls (U+009B is CSI, as ESC [ is) and bidi controls (Trojan Source, CVE-2021-42574).
+  const UNSAFE = ['\u0085', '\u009b', '\u061c', '\u200e', '\u200f', '\u202a', '\u202b', '\u202c', '\u202d', '\u202e', '\u2066', '\u2067', '\u2068', '\u2069'];
+
+  it('escapes C1 and bidi controls in a JSON body as it escapes C0 controls, \\u-escaped', async () => {
+    const out = capture();
+    listener = await startListener({ port: 0, secret, out });
+    const text = JSON.stringify({ c0: '\u001b[31m', unsafe: UNSAFE.join('|') });
+    const response = await request(`http://127.0.0.1:${listener.port}/x`, { method: 'POST', body: text });
+    expect(response.statusCode).toBe(401);
+    await response.body.text();
+    expect(out.text).toContain('"c0": "\\u001b[31m"');
+    expect(out.text).toContain(`"unsafe": "${UNSAFE.map((c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`).join('|')}"`);
+    for (const c of UNSAFE) expect(out.text).not.toContain(c);
+  });
+
+  it('replaces C1 and bidi controls in a non-JSON body as it replaces C0 controls', async () => {
+    const out = capture();
+    listener = await startListener({ port: 0, secret, out });
+    const response = await request(`http://127.0.0.1:${listener.port}/x`, { method: 'POST', body: `plain ${UNSAFE.join('|')} text` });
+    expect(response.statusCode).toBe(401);
+    await response.body.text();
+    expect(out.text).toContain(`plain ${UNSAFE.map(() => '\uFFFD').join('|')} text`);
+  });
+
   it('answers 405 to anything but POST', async () => {
     listener = await startListener({ port: 0, secret, out: capture() });
     const response = await request(`http://127.0.0.1:${listener.port}/`);

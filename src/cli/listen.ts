@@ -145,14 +145,23 @@ function schemaLine(validator: EventValidator, event: string, body: Buffer): str
 
 function prettyBody(body: Buffer): string {
   const text = body.toString('utf8');
+  let pretty: string;
   try {
-    return JSON.stringify(JSON.parse(text), null, 2);
+    pretty = JSON.stringify(JSON.parse(text), null, 2);
   } catch {
     return printable(text, true);
   }
+  // JSON.stringify escapes C0 controls inside strings as \u00XX; the rest of UNSAFE is escaped the
+  // same way, so the body stays valid JSON. The newlines left are its own indentation.
+  return pretty.replace(UNSAFE, (c) => (c === '\n' ? c : `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`));
 }
 
-/** Replaces control characters, so a sender cannot drive the terminal with escape sequences. */
+// What a sender could use to drive or deceive the terminal: control characters (C0, DEL and C1;
+// ESC [ and its one-byte form U+009B start ECMA-48 commands) and the bidi controls such as
+// U+202E, which reorder what is shown (Trojan Source, CVE-2021-42574).
+const UNSAFE = /[\p{Cc}\p{Bidi_Control}]/gu;
+
+/** Replaces unsafe characters (UNSAFE), so a sender cannot drive the terminal or reorder what it shows. */
 function printable(text: string, keepLines = false): string {
-  return text.replace(/[\u0000-\u001f\u007f-\u009f]/g, (c) => (keepLines && (c === '\n' || c === '\t') ? c : '\uFFFD'));
+  return text.replace(UNSAFE, (c) => (keepLines && (c === '\n' || c === '\t') ? c : '\uFFFD'));
 }

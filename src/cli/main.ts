@@ -82,7 +82,7 @@ withFolders(program
   .command('migrate')
   .description("apply restwire's pending migrations, then the migrations folder's, and exit")
   .option('--plan', 'print what would be applied, and apply nothing')
-  .option('--allow-data-loss', 'apply migrations that remove fields or collections holding data'))
+  .option('--allow-data-loss', 'apply migrations that remove fields or collections holding data, or round stored decimals'))
   .action(async (options: { plan?: boolean; allowDataLoss?: boolean } & FolderOptions) => {
     const config = loadConfig(process.env, options);
     const project = await loadProject(config);

@@ -284,6 +284,56 @@ describe.each(BACKENDS)('user migrations on %s', (backend) => {
     const narrow = [...files, ...filesOf([], [], [{ op: 'alterField', collection: 'authors', field: 'price', state: price }]).slice(2)];
     await expect(applyUserMigrations(db, narrow)).rejects.toBeInstanceOf(DataLossError);
   });
+
+  it('narrows decimalPlaces rounding half away from zero, as the refusal without --allow-data-loss says', async () => {
+    const db = await open(backend);
+    const price: FieldState = { type: 'decimal', null: true, unique: false, maxDigits: 8, decimalPlaces: 3 };
+    const create = { ...createAuthors, fields: { name: title, price } };
+    await applyUserMigrations(db, filesOf([create]));
+    await rows(db, `insert into authors (name, price) values ('a', 12345), ('b', -12345), ('c', 12344), ('d', -12346), ('e', 12000), ('f', null), ('g', 4), ('h', -5)`);
+    const files = filesOf([create], [{ op: 'alterField', collection: 'authors', field: 'price', state: { ...price, decimalPlaces: 2 } }]);
+    const before = await snapshot(db);
+    const failure = await applyUserMigrations(db, files).catch((error: unknown) => error);
+    expect(failure).toBeInstanceOf(DataLossError);
+    expect(String(failure)).toMatch(/0002_step\.json: narrowing authors\.price from 3 to 2 decimal places would round 6 values half away from zero; run migrate with --allow-data-loss/);
+    expect(await snapshot(db)).toEqual(before);
+
+    expect(await applyUserMigrations(db, files, { allowDataLoss: true })).toEqual(['0002_step.json']);
+    // 12.345 → 12.35, -12.345 → -12.35, 12.344 → 12.34, -12.346 → -12.35, 0.004 → 0.00, -0.005 → -0.01
+    expect((await rows(db, 'select price from authors order by id')).map((row) => (row as { price: unknown }).price)).toEqual([1235, -1235, 1234, -1235, 1200, null, 0, -1]);
+  });
+
+  it('refuses, even with --allow-data-loss, to leave a decimal value with more digits before the point than its field holds', async () => {
+    const db = await open(backend);
+    const amount: FieldState = { type: 'integer', null: true, unique: false };
+    const create = { ...createAuthors, fields: { name: title, amount } };
+    await applyUserMigrations(db, filesOf([create]));
+    // decimal(15, 2) holds 13 digits before the point: 9999999999999.99 at most.
+    await rows(db, `insert into authors (name, amount) values ('fits', 9999999999999), ('big', 10000000000000), ('small', -10000000000000), ('none', null)`);
+    const toDecimal: FieldState = { type: 'decimal', null: true, unique: false, maxDigits: 15, decimalPlaces: 2 };
+    const files = filesOf([create], [{ op: 'alterField', collection: 'authors', field: 'amount', state: toDecimal }]);
+    const before = await snapshot(db);
+    for (const options of [{}, { allowDataLoss: true }]) {
+      const failure = await applyUserMigrations(db, files, options).catch((error: unknown) => error);
+      expect(failure).toBeInstanceOf(UserMigrationError);
+      expect(String(failure)).toMatch(
+        /0002_step\.json failed: authors\.amount: 2 values would not fit maxDigits 15 with decimalPlaces 2, no more than 13 digits before the decimal point/,
+      );
+      expect(await snapshot(db)).toEqual(before);
+    }
+    await rows(db, `delete from authors where name in ('big', 'small')`);
+    expect(await applyUserMigrations(db, files)).toEqual(['0002_step.json']);
+    expect(await rows(db, 'select amount from authors order by id')).toEqual([{ amount: 999999999999900 }, { amount: null }]);
+
+    // Rounding can carry a value over the maximum too: 9999.95 (both rows' default) as decimal(5, 1) would be 10000.0.
+    const price: FieldState = { type: 'decimal', null: false, unique: false, maxDigits: 6, decimalPlaces: 2 };
+    const narrowed = [...files, ...filesOf([], [], [{ op: 'addField', collection: 'authors', field: 'price', state: { ...price, default: 999995 } }], [
+      { op: 'alterField', collection: 'authors', field: 'price', state: { ...price, default: 99999, maxDigits: 5, decimalPlaces: 1 } },
+    ]).slice(2)];
+    await expect(applyUserMigrations(db, narrowed, { allowDataLoss: true })).rejects.toThrow(
+      /0004_step\.json failed: authors\.price: 2 values would not fit maxDigits 5 with decimalPlaces 1, no more than 4 digits before the decimal point/,
+    );
+  });
 });
 
 describe.runIf(BACKENDS.includes('postgres'))('user migrations racing on postgres', () => {

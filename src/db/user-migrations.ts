@@ -120,6 +120,7 @@ function migrationOf(files: readonly MigrationFile[], index: number, options: Ap
         const step = new MigrationStep(db, file.name, options);
         for (const op of file.operations) {
           const next = applyOperation(state, op);
+          await step.checkValuesFit(state, op);
           await step.guardDataLoss(state, op);
           await step.apply(state, next, op);
           state = next;
@@ -183,13 +184,39 @@ class MigrationStep {
     if (op.op === 'alterField') {
       const before = collection.fields[op.field]!;
       const column = columnOf(op.field, before)!;
-      const places = scaleOf(before) !== null && scaleOf(op.state) !== null ? scaleOf(before)! - scaleOf(op.state)! : 0;
-      if (places > 0) {
-        const divisor = 10 ** places;
+      const [from, to] = [scaleOf(before), scaleOf(op.state)];
+      if (from !== null && to !== null && from > to) {
+        const divisor = 10 ** (from - to);
         const { rows } = await sql<{ n: number }>`select count(*) as n from ${sql.table(op.collection)}
           where ${sql.ref(column)} % ${sql.lit(divisor)} <> 0`.execute(this.db);
-        if (Number(rows[0]!.n) > 0) lose(op.field, `narrowing ${op.collection}.${op.field} would round ${rows[0]!.n} values`);
+        const n = Number(rows[0]!.n);
+        // What #converted does: see roundedDivision.
+        if (n > 0) lose(op.field, `narrowing ${op.collection}.${op.field} from ${from} to ${to} decimal places would round ${n} values half away from zero`);
       }
+    }
+  }
+
+  /**
+   * Refuses, with or without allowDataLoss, a change to a decimal field that would leave a value
+   * its field rejects: more digits before the point than maxDigits − decimalPlaces (an integer
+   * becoming decimal(15, 2), fewer maxDigits, or a value rounded up past the maximum).
+   */
+  async checkValuesFit(state: SchemaState, op: Operation): Promise<void> {
+    if (op.op !== 'alterField' || op.state.type !== 'decimal') return;
+    const before = state[op.collection]!.fields[op.field]!;
+    const from = scaleOf(before);
+    if (from === null || (before.maxDigits === op.state.maxDigits && before.decimalPlaces === op.state.decimalPlaces)) return;
+    const largest = largestFitting(from, op.state);
+    if (largest === null) return;
+    const { rows } = await sql<{ n: number }>`select count(*) as n from ${sql.table(op.collection)}
+      where abs(${sql.ref(columnOf(op.field, before)!)}) > ${sql.lit(largest)}`.execute(this.db);
+    const n = Number(rows[0]!.n);
+    if (n > 0) {
+      const { maxDigits, decimalPlaces = 0 } = op.state;
+      throw new Error(
+        `${op.collection}.${op.field}: ${n} values would not fit maxDigits ${maxDigits} with decimalPlaces ${decimalPlaces}, ` +
+          `no more than ${maxDigits! - decimalPlaces} digits before the decimal point; change them before applying this migration`,
+      );
     }
   }
 
@@ -396,8 +423,7 @@ class MigrationStep {
     const [from, to] = [scaleOf(was), scaleOf(wanted)];
     // integer ↔ decimal and decimalPlaces changes rescale: a decimal is stored × 10^decimalPlaces.
     if (from !== null && to !== null && from !== to) {
-      const factor = sql.lit(10 ** Math.abs(to - from));
-      return to > from ? sql`${ref} * ${factor}` : sql`${ref} / ${factor}`;
+      return to > from ? sql`${ref} * ${sql.lit(10 ** (to - from))}` : roundedDivision(ref, from - to);
     }
     const type = columnTypeOf(wanted)!;
     if (type === columnTypeOf(was)) return null;
@@ -473,6 +499,28 @@ function columnsOf(collection: CollectionState): ColumnSpec[] {
 /** Each column of `collection` copied as it is (a rebuild's starting point). */
 function keptColumns(collection: CollectionState): Record<string, Expression<unknown>> {
   return Object.fromEntries(columnsOf(collection).map((column) => [column.name, sql.ref(column.name)]));
+}
+
+/**
+ * A stored decimal with `places` fewer digits after the point, rounded half away from zero (what
+ * PostgreSQL's numeric does; 0.125 → 0.13, −0.125 → −0.13). Integer division truncates toward
+ * zero on both databases, so half the divisor is added to the magnitude first.
+ */
+function roundedDivision(ref: RawBuilder<unknown>, places: number): RawBuilder<unknown> {
+  const [divisor, half] = [sql.lit(10 ** places), sql.lit(10 ** places / 2)];
+  return sql`case when ${ref} < 0 then -((-${ref} + ${half}) / ${divisor}) else (${ref} + ${half}) / ${divisor} end`;
+}
+
+/**
+ * The largest magnitude a value stored with `from` decimal places may have to fit `wanted` once
+ * converted (scaled up, or rounded by roundedDivision); null when every safe integer fits.
+ */
+function largestFitting(from: number, wanted: FieldState): number | null {
+  const to = wanted.decimalPlaces ?? 0;
+  const most = 10n ** BigInt(wanted.maxDigits ?? 15) - 1n;
+  const factor = 10n ** BigInt(Math.abs(to - from));
+  const largest = to >= from ? most / factor : (most + 1n) * factor - factor / 2n - 1n;
+  return largest < BigInt(Number.MAX_SAFE_INTEGER) ? Number(largest) : null;
 }
 
 /** Digits after the point as stored: integer 0, decimal its decimalPlaces; null for other types. */

@@ -42,8 +42,9 @@ export function renderJson(body: unknown): string {
   return JSON.stringify(body);
 }
 
-// A cell a spreadsheet would run as a formula is defused with a leading quote (OWASP CSV injection).
-const FORMULA_START = /^[=+\-@]/;
+// A cell a spreadsheet would run as a formula is defused with a leading quote: OWASP "CSV
+// Injection" lists = + - @, TAB (0x09) and CR (0x0D) as the characters that start one.
+const FORMULA_START = /^[=+\-@\t\r]/;
 
 function csvCell(value: unknown): string {
   let text: string;
