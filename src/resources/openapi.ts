@@ -853,10 +853,3 @@ function eventWebhooks(resources: readonly Resource[]): Record<string, PathItemO
   }
   return webhooks;
 }
-
-/** The JSON Schema of each event's body, by event name (the `webhooks` section's). */
-export function eventSchemas(document: OpenApiDocument): Record<string, SchemaObject> {
-  return Object.fromEntries(
-    Object.entries(document.webhooks).map(([event, item]) => [event, item.post!.requestBody!.content[JSON_TYPE]!.schema]),
-  );
-}
