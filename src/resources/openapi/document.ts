@@ -1,11 +1,11 @@
-import { OPERATION_ENDPOINTS, type OperationEndpoint } from '../http/operations.js';
-import { DEFAULT_LIMIT, MAX_LIMIT } from '../http/pagination.js';
-import { BODY_LIMIT, SUPPORTED_MEDIA_TYPES } from '../http/parsers.js';
-import { PROBLEM_TYPE } from '../http/problem-handler.js';
-import { JSON_TYPE } from '../http/renderers.js';
-import type { Method, View } from '../http/view.js';
-import type { QueryFilter } from './filters.js';
-import { collectionPathOf, recordRouteOf, representationFields, type ActionName, type Resource } from './resource.js';
+import { OPERATION_ENDPOINTS, type OperationEndpoint } from '../../http/operations.js';
+import { DEFAULT_LIMIT, MAX_LIMIT } from '../../http/pagination.js';
+import { BODY_LIMIT, SUPPORTED_MEDIA_TYPES } from '../../http/parsers.js';
+import { PROBLEM_TYPE } from '../../http/problem-handler.js';
+import { JSON_TYPE } from '../../http/renderers.js';
+import type { Method, View } from '../../http/view.js';
+import type { QueryFilter } from '../filters.js';
+import { collectionPathOf, recordRouteOf, representationFields, type ActionName, type Resource } from '../resource.js';
 
 /**
  * The OpenAPI 3.1 document (API.md §5), generated from the resource declarations and the

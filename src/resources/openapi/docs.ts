@@ -1,4 +1,4 @@
-import { allowAny } from '../auth/permissions.js';
+import { allowAny } from '../../auth/permissions.js';
 import {
   OPERATION_METHODS,
   type OpenApiDocument,
@@ -7,9 +7,9 @@ import {
   type Reference,
   type ResponseObject,
   type SchemaObject,
-} from './openapi.js';
-import { escapeHtml, HTML_TYPE, JSON_TYPE } from '../http/renderers.js';
-import type { View } from '../http/view.js';
+} from './document.js';
+import { escapeHtml, HTML_TYPE, JSON_TYPE } from '../../http/renderers.js';
+import type { View } from '../../http/view.js';
 
 /**
  * `/api/v1/openapi.json` and `/api/v1/docs/` (API.md §5): the generated OpenAPI document, and
