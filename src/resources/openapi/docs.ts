@@ -7,7 +7,7 @@ import {
   type Reference,
   type ResponseObject,
   type SchemaObject,
-} from './document.js';
+} from './types.js';
 import { escapeHtml, HTML_TYPE, JSON_TYPE } from '../../http/renderers.js';
 import type { View } from '../../http/view.js';
 

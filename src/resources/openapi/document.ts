@@ -3,9 +3,25 @@ import { DEFAULT_LIMIT, MAX_LIMIT } from '../../http/pagination.js';
 import { BODY_LIMIT, SUPPORTED_MEDIA_TYPES } from '../../http/parsers.js';
 import { PROBLEM_TYPE } from '../../http/problem-handler.js';
 import { JSON_TYPE } from '../../http/renderers.js';
-import type { Method, View } from '../../http/view.js';
+import type { View } from '../../http/view.js';
 import type { QueryFilter } from '../filters.js';
 import { collectionPathOf, recordRouteOf, representationFields, type ActionName, type Resource } from '../resource.js';
+import {
+  OPERATION_METHODS,
+  type HeaderObject,
+  type MediaTypeObject,
+  type OpenApiDocument,
+  type OperationMethod,
+  type OperationObject,
+  type OperationVerb,
+  type ParameterObject,
+  type PathItemObject,
+  type Reference,
+  type RequestBodyObject,
+  type ResponseObject,
+  type SchemaObject,
+  type SecuritySchemeObject,
+} from './types.js';
 
 /**
  * The OpenAPI 3.1 document (API.md §5), generated from the resource declarations and the
@@ -13,71 +29,6 @@ import { collectionPathOf, recordRouteOf, representationFields, type ActionName,
  * its declaration, and any other view (auth, webhooks …) is described from its name,
  * description, path and methods, so it appears as soon as it is registered.
  */
-
-/** A JSON Schema 2020-12 object (OpenAPI 3.1 uses JSON Schema as is). */
-export type SchemaObject = Record<string, unknown>;
-// A type alias, not an interface, so a reference may stand wherever a schema object may.
-export type Reference = { readonly $ref: string };
-export interface ParameterObject {
-  name: string;
-  in: 'path' | 'query' | 'header';
-  required: boolean;
-  description?: string;
-  schema: SchemaObject;
-}
-export interface HeaderObject {
-  description: string;
-  schema: SchemaObject;
-}
-export interface MediaTypeObject {
-  schema: SchemaObject;
-}
-export interface ResponseObject {
-  description: string;
-  headers?: Record<string, HeaderObject | Reference>;
-  content?: Record<string, MediaTypeObject>;
-}
-export interface RequestBodyObject {
-  required: boolean;
-  content: Record<string, MediaTypeObject>;
-}
-export interface OperationObject {
-  operationId: string;
-  summary: string;
-  description?: string;
-  tags: string[];
-  parameters?: Array<ParameterObject | Reference>;
-  requestBody?: RequestBodyObject;
-  responses: Record<string, ResponseObject | Reference>;
-  security?: Array<Record<string, string[]>>;
-}
-export type OperationMethod = 'get' | 'head' | 'options' | 'post' | 'put' | 'patch' | 'delete';
-export type PathItemObject = { parameters?: ParameterObject[] } & Partial<Record<OperationMethod, OperationObject>>;
-export interface SecuritySchemeObject {
-  type: 'http' | 'apiKey';
-  description: string;
-  scheme?: string;
-  bearerFormat?: string;
-  in?: 'cookie';
-  name?: string;
-}
-
-export interface OpenApiDocument {
-  openapi: '3.1.0';
-  info: { title: string; version: string; description: string };
-  tags: Array<{ name: string; description?: string }>;
-  paths: Record<string, PathItemObject>;
-  components: {
-    schemas: Record<string, SchemaObject>;
-    parameters: Record<string, ParameterObject>;
-    headers: Record<string, HeaderObject>;
-    responses: Record<string, ResponseObject>;
-    securitySchemes: Record<string, SecuritySchemeObject>;
-  };
-  security: Array<Record<string, string[]>>;
-  /** OpenAPI 3.1: the requests restwire sends, one per event (RESOURCES.md §4). */
-  webhooks: Record<string, PathItemObject>;
-}
 
 export interface OpenApiOptions {
   readonly resources: readonly Resource[];
@@ -87,10 +38,6 @@ export interface OpenApiOptions {
   readonly version: string;
   readonly title?: string;
 }
-
-/** The methods documented; HEAD (GET without a body) and OPTIONS (metadata) exist on every path. */
-export const OPERATION_METHODS: ReadonlyArray<Exclude<Method, 'HEAD' | 'OPTIONS'>> = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];
-type OperationVerb = (typeof OPERATION_METHODS)[number];
 
 const ref = (kind: keyof OpenApiDocument['components'], name: string): Reference => ({ $ref: `#/components/${kind}/${name}` });
 
