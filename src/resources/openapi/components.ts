@@ -11,7 +11,7 @@ import type { HeaderObject, MediaTypeObject, OpenApiDocument, ParameterObject, R
 /** A reference to a component of this document: `ref('schemas', 'Problem')`. */
 export const ref = (kind: keyof OpenApiDocument['components'], name: string): Reference => ({ $ref: `#/components/${kind}/${name}` });
 
-// API.md §3: the schemes, tried in this order; no credentials at all is an anonymous caller.
+/** The security schemes (API.md §3), tried in this order; no credentials at all is an anonymous caller. */
 export const SECURITY_SCHEMES: Record<string, SecuritySchemeObject> = {
   basicAuth: { type: 'http', scheme: 'basic', description: 'Username and password (RFC 7617). Wrong credentials are a 401 on any method.' },
   bearerAuth: {
