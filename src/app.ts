@@ -10,7 +10,7 @@ import { DatabaseOutage } from './db/outage.js';
 import { registerBrowsableAssets } from './http/browsable/assets.js';
 import { loginView } from './http/browsable/login-view.js';
 import { createMetrics, type Metrics } from './http/metrics.js';
-import { buildOpenApi } from './resources/openapi.js';
+import { buildOpenApi } from './resources/openapi/document.js';
 import { registerOperations } from './http/operations.js';
 import { CursorCodec } from './http/pagination.js';
 import { BODY_LIMIT } from './http/parsers.js';
@@ -19,7 +19,7 @@ import { clientErrorHandler, createProblemHandler, frameworkErrorHandler, notFou
 import { securityHeaders } from './http/security-headers.js';
 import { METHODS, type View } from './http/view.js';
 import { authViews, withSignup } from './resources/auth-views.js';
-import { docsViews } from './resources/docs.js';
+import { docsViews } from './resources/openapi/docs.js';
 import { buildRegistry, type Registry } from './resources/registry.js';
 import type { ChangeListener } from './resources/resource.js';
 import { rootView } from './resources/root.js';

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { experiences } from '../resources/experiences.js';
-import { describeEvents } from '../resources/openapi.js';
+import { describeEvents } from '../resources/openapi/events.js';
 import { request } from 'undici';
 import { createGuardedAgent } from '../webhooks/guarded-agent.js';
 import { InvalidSecretError, generateSecret } from '../webhooks/secrets.js';

@@ -24,7 +24,7 @@ export function securityHeaders(_request: FastifyRequest, reply: FastifyReply, d
 
 // Browsable pages: scripts and styles come only from restwire's own origin (`/static/restwire/`);
 // no inline script or style, no framing, forms and fetches only to this origin. The
-// self-contained docs page (`resources/docs.ts`, inline <style>) is sent with CONTENT_SECURITY_POLICY.
+// self-contained docs page (`resources/openapi/docs.ts`, inline <style>) is sent with CONTENT_SECURITY_POLICY.
 
 /** Content-Security-Policy of every browsable page (CSP Level 3). */
 export const BROWSABLE_CSP = [

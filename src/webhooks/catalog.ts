@@ -1,7 +1,7 @@
 import { allowAny } from '../auth/permissions.js';
 import { JSON_TYPE } from '../http/renderers.js';
 import type { View } from '../http/view.js';
-import { describeEvents } from '../resources/openapi.js';
+import { describeEvents } from '../resources/openapi/events.js';
 import type { Resource } from '../resources/resource.js';
 
 // `GET /api/v1/events/` (issue 14): every event a webhook may subscribe to, with its actions,

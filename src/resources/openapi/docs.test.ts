@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import { allowAny } from '../auth/permissions.js';
-import { buildOpenApi } from './openapi.js';
-import type { View } from '../http/view.js';
+import { allowAny } from '../../auth/permissions.js';
+import { buildOpenApi } from './document.js';
+import type { View } from '../../http/view.js';
 import { renderDocsPage } from './docs.js';
-import { experiences } from './experiences.js';
+import { experiences } from '../experiences.js';
 
 describe('renderDocsPage', () => {
   const hostile = '<script>alert(1)</script> & "quotes"';

@@ -1,4 +1,8 @@
-import { allowAny } from '../auth/permissions.js';
+// `/api/v1/openapi.json` and `/api/v1/docs/` (API.md §5): the generated OpenAPI document, and
+// the same document as one self-contained HTML page. No CDN and no script: every path,
+// operation and schema is written out as escaped HTML, readable in any browser.
+
+import { allowAny } from '../../auth/permissions.js';
 import {
   OPERATION_METHODS,
   type OpenApiDocument,
@@ -7,15 +11,9 @@ import {
   type Reference,
   type ResponseObject,
   type SchemaObject,
-} from './openapi.js';
-import { escapeHtml, HTML_TYPE, JSON_TYPE } from '../http/renderers.js';
-import type { View } from '../http/view.js';
-
-/**
- * `/api/v1/openapi.json` and `/api/v1/docs/` (API.md §5): the generated OpenAPI document, and
- * the same document as one self-contained HTML page. No CDN and no script: every path,
- * operation and schema is written out as escaped HTML, readable in any browser.
- */
+} from './types.js';
+import { escapeHtml, HTML_TYPE, JSON_TYPE } from '../../http/renderers.js';
+import type { View } from '../../http/view.js';
 
 /**
  * The two views. `document` is called once, on the first request, so that it sees every view
