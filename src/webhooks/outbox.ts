@@ -70,10 +70,20 @@ export function subscribes(events: string, event: string): boolean {
   return list.includes('*') || list.includes(event);
 }
 
-async function ownerOf(trx: Executor, change: Change): Promise<Actor> {
+/** Deliveries per multi-row insert of a batch (12 values each). */
+const ENQUEUE_CHUNK = 1000;
+
+/** The owner of a change's record, looked up once per batch (`owners`). */
+async function ownerOf(trx: Executor, change: Change, owners: Map<number, Promise<Actor>>): Promise<Actor> {
   const path = change.record.owner;
   const ownerId = typeof path === 'string' ? Number(/\/(\d+)\/$/.exec(path)?.[1]) : change.actor.id;
   if (ownerId === change.actor.id) return { login: change.actor.username, id: change.actor.id };
+  let owner = owners.get(ownerId);
+  if (owner === undefined) owners.set(ownerId, (owner = lookUpOwner(trx, ownerId, change)));
+  return owner;
+}
+
+async function lookUpOwner(trx: Executor, ownerId: number, change: Change): Promise<Actor> {
   const row = await trx.selectFrom('users').select(['id', 'username']).where('id', '=', ownerId).executeTakeFirst();
   return row ? { login: row.username, id: row.id } : { login: change.actor.username, id: change.actor.id };
 }
@@ -127,16 +137,17 @@ export function outboxListener({ storage, publicUrl, wake, repositoryIds, filter
     byRecord.set(recordKey(resource.name, id), verdicts);
   }
 
-  async function writeEventDeliveries(trx: Executor, change: Change) {
+  /** The deliveries of one change, one per matching webhook. */
+  async function eventsOf(trx: Executor, change: Change, owners: Map<number, Promise<Actor>>): Promise<NewEvent[]> {
     const event = change.resource.event;
-    if (!event) return;
+    if (!event) return [];
     const matching = (await hooks(trx)).filter((hook) => subscribes(hook.events, event));
-    if (matching.length === 0) return;
+    if (matching.length === 0) return [];
     const id = Number(change.record.id);
     const key = recordKey(change.resource.name, id);
     const before = matchedBefore.get(trx)?.get(key);
     matchedBefore.get(trx)?.delete(key);
-    const payload = eventPayload(event, change, { publicUrl, owner: await ownerOf(trx, change), repositoryId: repositoryIds.get(change.resource.name) ?? 0 });
+    const payload = eventPayload(event, change, { publicUrl, owner: await ownerOf(trx, change, owners), repositoryId: repositoryIds.get(change.resource.name) ?? 0 });
     let plain: string | undefined;
     const events: NewEvent[] = [];
     for (const hook of matching) {
@@ -156,10 +167,25 @@ export function outboxListener({ storage, publicUrl, wake, repositoryIds, filter
       }
       events.push({ webhookId: hook.id, event, action: change.action, body, recordKey: key });
     }
+    return events;
+  }
+
+  async function writeEventDeliveries(trx: Executor, change: Change) {
+    const events = await eventsOf(trx, change, new Map());
     await enqueueDeliveries(storage, trx, events);
     return events.length ? wake : undefined;
   }
-  return Object.assign(writeEventDeliveries, { beforeChange: rememberBefore });
+
+  /** A cascade's batch of changes (issue 22): their deliveries written a few statements in all, in order. */
+  async function writeBatchDeliveries(trx: Executor, changes: readonly Change[]) {
+    const owners = new Map<number, Promise<Actor>>();
+    const events: NewEvent[] = [];
+    for (const change of changes) events.push(...(await eventsOf(trx, change, owners)));
+    // Each statement's bound values stay well below both databases' limits.
+    for (let start = 0; start < events.length; start += ENQUEUE_CHUNK) await enqueueDeliveries(storage, trx, events.slice(start, start + ENQUEUE_CHUNK));
+    return events.length ? wake : undefined;
+  }
+  return Object.assign(writeEventDeliveries, { beforeChange: rememberBefore, changes: writeBatchDeliveries });
 }
 
 /** The record key of a delivery: which record it is about, for per-record ordering. */
