@@ -176,6 +176,18 @@ const MIGRATIONS: Record<string, Migration> = {
         .execute();
     },
   },
+  '0007_waiting_deliveries_per_webhook_index': {
+    async up(db) {
+      // Issue 22: with a user at their share, the claim query reads the other webhooks' waiting
+      // deliveries one webhook at a time, in due order: an index seek per webhook.
+      await db.schema
+        .createIndex('deliveries_waiting_webhooks')
+        .on('deliveries')
+        .columns(['webhook_id', 'next_attempt_at', 'id'])
+        .where(sql.ref('status'), 'in', [sql.lit('pending'), sql.lit('retrying')])
+        .execute();
+    },
+  },
 };
 
 const provider: MigrationProvider = { getMigrations: async () => MIGRATIONS };

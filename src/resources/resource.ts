@@ -385,6 +385,11 @@ export type ChangeListener = ((trx: Transaction<Database> | Kysely<Database>, ch
    * so a listener can read the row as it was: a filtered webhook's "matched before" (issue 14).
    */
   readonly beforeChange?: (trx: Transaction<Database> | Kysely<Database>, pending: PendingChange) => Promise<void>;
+  /**
+   * Several changes of one transaction at once, in order (a cascade's batch, issue 22), so a
+   * listener can write them together; without it, the listener is called once per change.
+   */
+  readonly changes?: (trx: Transaction<Database> | Kysely<Database>, changes: readonly Change[]) => Promise<void | (() => void)>;
 };
 
 /** The record about to change, told to `ChangeListener.beforeChange`. */

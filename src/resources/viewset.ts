@@ -1,4 +1,4 @@
-import type { CompiledQuery } from 'kysely';
+import { sql, type CompiledQuery } from 'kysely';
 import type { Storage } from '../db/database.js';
 import { columnOf, joinTableOf, uniqueIndexOf } from '../db/schema-state.js';
 import { assertRecordMatches } from '../http/conditional.js';
@@ -45,7 +45,57 @@ export interface ViewSetOptions {
 /** Tells the listeners of a change (`before`: of a record about to change, see ChangeListener). */
 type Notify = ((trx: DynamicDb, change: Change) => Promise<void>) & {
   before(trx: DynamicDb, resource: Resource, id: number): Promise<void>;
+  /** Several changes at once, in order (a cascade's batch): listeners may write them together. */
+  all(trx: DynamicDb, changes: readonly Change[]): Promise<void>;
 };
+
+/** A delete in progress with its cascade: every record it has reached, by `table:id`. */
+interface Cascade {
+  readonly notify: Notify;
+  readonly actor: Change['actor'];
+  readonly scheduled: Map<string, CascadeEntry>;
+}
+
+/** Records of one collection a cascade deletes in one statement. */
+interface CascadeBatch {
+  readonly resource: Resource;
+  readonly entries: CascadeEntry[];
+}
+
+interface CascadeEntry {
+  readonly row: Row;
+  /** Its representation before the delete (its `deleted` event's record). */
+  before: Record<string, unknown>;
+  /** The batch that deletes it (another batch may take it over, see deleteBatch). */
+  batch: CascadeBatch;
+  /** The record whose delete reached it (`table:id`), null for the one deleted. */
+  parent: string | null;
+  announced: boolean;
+  deleted: boolean;
+}
+
+/** Ids per `in (…)` list and records per cascade batch: well below both databases' bound parameters. */
+const CASCADE_CHUNK = 500;
+
+function chunksOf<T>(items: readonly T[]): T[][] {
+  const chunks: T[][] = [];
+  for (let start = 0; start < items.length; start += CASCADE_CHUNK) chunks.push(items.slice(start, start + CASCADE_CHUNK));
+  return chunks;
+}
+
+function schedule(cascade: Cascade, batch: CascadeBatch, row: Row, before: Record<string, unknown>, parent: string | null): CascadeEntry {
+  const entry: CascadeEntry = { row, before, batch, parent, announced: false, deleted: false };
+  cascade.scheduled.set(`${batch.resource.table}:${row.id}`, entry);
+  return entry;
+}
+
+/** Whether `key` is `from` or a record whose delete (transitively) reached `from`: a cycle. */
+function isAncestor(cascade: Cascade, key: string, from: string): boolean {
+  for (let at: string | null = from; at !== null; at = cascade.scheduled.get(at)?.parent ?? null) {
+    if (at === key) return true;
+  }
+  return false;
+}
 
 // Formatting dates was a tenth of a page's time (issue #6 profile); the same records are read
 // again and again, so their timestamps' text is remembered (a bounded map, reset when full:
@@ -287,6 +337,20 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
         async before(trx: DynamicDb, changing: Resource, id: number) {
           for (const listener of listeners) await listener.beforeChange?.(trx as never, { resource: changing, id });
         },
+        async all(trx: DynamicDb, changes: readonly Change[]) {
+          if (changes.length === 0) return;
+          for (const listener of listeners) {
+            if (listener.changes) {
+              const callback = await listener.changes(trx as never, changes);
+              if (callback) afterCommit.push(callback);
+              continue;
+            }
+            for (const change of changes) {
+              const callback = await listener(trx as never, change);
+              if (callback) afterCommit.push(callback);
+            }
+          }
+        },
       },
     );
     let result: T;
@@ -321,65 +385,128 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
    * refuses with 409, cascade deletes the referring records (each with its `deleted` event),
    * setNull clears the references (each record with an `updated` event). All in `trx`.
    */
-  async function deleteRecord(
-    trx: DynamicDb,
-    row: Row,
-    before: Record<string, unknown>,
-    notify: Notify,
-    actor: Change['actor'],
-    /** Records this delete is already deleting (`table:id`): a cascade that comes back to one is a cycle. */
-    deleting: Set<string> = new Set(),
-  ): Promise<void> {
-    deleting.add(`${table}:${row.id}`);
-    // Before its delete rules change what refers to it (a filter may read its references).
-    await notify.before(trx, resource, row.id);
-    const referrers = referrersOf(resource.name, collections);
-    let protectedBy = 0;
-    for (const referrer of referrers.filter((r) => r.onDelete === 'protect')) {
-      const { n } = (await trx
-        .selectFrom(referrer.resource.table)
-        .select((eb) => eb.fn.countAll().as('n'))
-        .where(`${referrer.field}_id`, '=', row.id)
-        .where('id', '!=', referrer.resource.name === resource.name ? row.id : 0)
-        .executeTakeFirstOrThrow()) as { n: number | string };
-      protectedBy += Number(n);
+  async function deleteRecord(trx: DynamicDb, row: Row, before: Record<string, unknown>, notify: Notify, actor: Change['actor']): Promise<void> {
+    const cascade: Cascade = { notify, actor, scheduled: new Map() };
+    const batch: CascadeBatch = { resource, entries: [] };
+    batch.entries.push(schedule(cascade, batch, row, before, null));
+    await deleteBatch(trx, batch, cascade);
+  }
+
+  /**
+   * Deletes a batch of this collection's records a cascade reached, set-based (issue 22): one
+   * query per delete rule and chunk of ids, children deleted first, batch by batch, then the
+   * batch in one statement and its events written together. Each record still raises its own
+   * event, after those of the records that referred to it.
+   */
+  async function deleteBatch(trx: DynamicDb, batch: CascadeBatch, cascade: Cascade): Promise<void> {
+    const { notify, actor } = cascade;
+    const mine = () => batch.entries.filter((entry) => entry.batch === batch);
+    // Before the delete rules change what refers to them (a filter may read their references).
+    for (const entry of mine()) {
+      if (entry.announced) continue;
+      entry.announced = true;
+      await notify.before(trx, resource, entry.row.id);
     }
-    if (protectedBy > 0) {
-      throw new Conflict(
-        `Cannot delete this ${label}: ${protectedBy} ${protectedBy === 1 ? 'record refers' : 'records refer'} to it. Delete or change ${protectedBy === 1 ? 'it' : 'them'} first.`,
-      );
+    const referrers = referrersOf(resource.name, collections);
+    for (const referrer of referrers.filter((r) => r.onDelete === 'protect')) {
+      const column = `${referrer.field}_id`;
+      for (const ids of chunksOf(mine().map((entry) => entry.row.id))) {
+        let query = trx
+          .selectFrom(referrer.resource.table)
+          .select([column, (eb) => eb.fn.countAll().as('n')])
+          .where(column, 'in', ids)
+          .groupBy(column)
+          .orderBy(column);
+        // A record that refers to itself does not protect itself.
+        if (referrer.resource.name === resource.name) query = query.whereRef('id', '!=', column);
+        const counted = (await query.executeTakeFirst()) as { n: number | string } | undefined;
+        const protectedBy = Number(counted?.n ?? 0);
+        if (protectedBy > 0) {
+          throw new Conflict(
+            `Cannot delete this ${label}: ${protectedBy} ${protectedBy === 1 ? 'record refers' : 'records refer'} to it. Delete or change ${protectedBy === 1 ? 'it' : 'them'} first.`,
+          );
+        }
+      }
     }
     for (const referrer of referrers.filter((r) => r.onDelete !== 'protect')) {
       const other = viewSets.get(referrer.resource.name)!;
-      const referring = (await storage
-        .lockForUpdate(trx.selectFrom(referrer.resource.table).selectAll().where(`${referrer.field}_id`, '=', row.id).where('id', '!=', other === self ? row.id : 0))
-        .orderBy('id')
-        .execute()) as Row[];
+      const column = `${referrer.field}_id`;
+      const referring: Row[] = [];
+      for (const ids of chunksOf(mine().map((entry) => entry.row.id))) {
+        let query = trx.selectFrom(referrer.resource.table).selectAll().where(column, 'in', ids);
+        // A record that refers to itself goes with itself.
+        if (referrer.resource.name === resource.name) query = query.whereRef('id', '!=', column);
+        referring.push(...((await storage.lockForUpdate(query).orderBy('id').execute()) as Row[]));
+      }
+      if (referrer.onDelete === 'setNull') {
+        await other.clearReferences(trx, referrer.field, referring, cascade);
+        continue;
+      }
+      const children: CascadeBatch = { resource: referrer.resource, entries: [] };
+      const fresh: Row[] = [];
       for (const child of referring) {
-        if (deleting.has(`${referrer.resource.table}:${child.id}`)) {
+        const key = `${referrer.resource.table}:${child.id}`;
+        const known = cascade.scheduled.get(key);
+        const parentKey = `${table}:${Number(child[column])}`;
+        if (known === undefined) {
+          fresh.push(child);
+        } else if (isAncestor(cascade, key, parentKey)) {
           // Records that cascade to each other cannot go in any order the foreign keys allow.
           throw new Conflict(
             `Cannot delete this ${label}: it and ${recordPath(referrer.resource.name, child.id)} refer to each other with onDelete 'cascade'. Clear one of the references first.`,
           );
+        } else if (known.batch !== batch) {
+          // Reached again, through a record deleted before the batch that first reached it (a
+          // reply is a comment of the post and a reply to a comment): it goes first, with this batch.
+          known.batch = children;
+          known.parent = parentKey;
+          children.entries.push(known);
         }
-        const childBefore = await other.representOne(child, trx);
-        if (referrer.onDelete === 'cascade') {
-          await other.deleteRecord(trx, child, childBefore, notify, actor, deleting);
-        } else {
-          await notify.before(trx, referrer.resource, child.id);
-          const updated = (await trx
-            .updateTable(referrer.resource.table)
-            .set({ [`${referrer.field}_id`]: null, ...(referrer.resource.timestamps ? { updated_at: Math.max(Date.now(), Number(child.updated_at)) } : {}) })
-            .where('id', '=', child.id)
-            .returningAll()
-            .executeTakeFirstOrThrow()) as Row;
-          const record = await other.representOne(updated, trx);
-          await notify(trx, { resource: referrer.resource, action: 'updated', record, changes: { [referrer.field]: { from: childBefore[referrer.field] } }, actor });
-        }
+        // Else it is in this very batch, deleted by the same statement.
       }
+      for (const rows of chunksOf(fresh)) {
+        const befores = await other.represent(rows, trx);
+        rows.forEach((child, index) => children.entries.push(schedule(cascade, children, child, befores[index]!, `${table}:${Number(child[column])}`)));
+      }
+      // Children in id order, deleted a chunk at a time.
+      children.entries.sort((a, b) => a.row.id - b.row.id);
+      const chunks = chunksOf(children.entries).map((entries): CascadeBatch => ({ resource: referrer.resource, entries }));
+      for (const chunk of chunks) for (const entry of chunk.entries) if (entry.batch === children) entry.batch = chunk;
+      for (const chunk of chunks) await other.deleteBatch(trx, chunk, cascade);
     }
-    await trx.deleteFrom(table).where('id', '=', row.id).execute();
-    await notify(trx, { resource, action: 'deleted', record: before, actor });
+    const deleting = mine();
+    if (deleting.length === 0) return;
+    await trx.deleteFrom(table).where('id', 'in', deleting.map((entry) => entry.row.id)).execute();
+    for (const entry of deleting) entry.deleted = true;
+    await notify.all(trx, deleting.map((entry) => ({ resource, action: 'deleted' as const, record: entry.before, actor })));
+  }
+
+  /** A delete rule's setNull: clears `field` of `rows` (locked) in one statement per chunk; an `updated` event each. */
+  async function clearReferences(trx: DynamicDb, fieldName: string, rows: readonly Row[], cascade: Cascade): Promise<void> {
+    const column = `${fieldName}_id`;
+    for (const chunk of chunksOf(rows)) {
+      const befores = await represent(chunk, trx);
+      for (const child of chunk) await cascade.notify.before(trx, resource, child.id);
+      const now = Date.now();
+      // Each record's updated_at moves forward, never back (as an update's does).
+      const set: Record<string, unknown> = { [column]: null };
+      if (resource.timestamps) set.updated_at = sql`case when updated_at > ${now} then updated_at else ${now} end`;
+      const updated = (await trx
+        .updateTable(table)
+        .set(set)
+        .where('id', 'in', chunk.map((child) => child.id))
+        .returningAll()
+        .execute()) as Row[];
+      updated.sort((a, b) => a.id - b.id);
+      const records = await represent(updated, trx);
+      const changes: Change[] = records.map((record, index) => {
+        const entry = cascade.scheduled.get(`${table}:${updated[index]!.id}`);
+        // A record this cascade deletes later is shown, then, as it is now.
+        if (entry && !entry.deleted) entry.before = record;
+        return { resource, action: 'updated', record, changes: { [fieldName]: { from: befores[index]![fieldName] } }, actor: cascade.actor };
+      });
+      await cascade.notify.all(trx, changes);
+    }
   }
 
   const list: Action = {
@@ -581,7 +708,7 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
     actions: { POST: { permission: resource.permission, ...(extra.docs ? { docs: extra.docs } : {}), handle: (request) => extra.handle(request, actionContext) } },
   }));
 
-  const self = { resource, db, collection, detail, views: [collection, detail, ...extraViews], filters: [...filters.values()], represent, representOne, loadRow, deleteRecord };
+  const self = { resource, db, collection, detail, views: [collection, detail, ...extraViews], filters: [...filters.values()], represent, representOne, loadRow, deleteRecord, deleteBatch, clearReferences };
   return self;
 }
 

@@ -78,10 +78,17 @@ export function subscribes(events: string, event: string): boolean {
   return list.includes('*') || list.includes(event);
 }
 
-async function ownerOf(trx: Executor, change: Change): Promise<Actor> {
+/** The owner of a change's record, looked up once per batch (`owners`). */
+async function ownerOf(trx: Executor, change: Change, owners: Map<number, Promise<Actor>>): Promise<Actor> {
   const path = change.record.owner;
   const ownerId = typeof path === 'string' ? Number(/\/(\d+)\/$/.exec(path)?.[1]) : change.actor.id;
   if (ownerId === change.actor.id) return { login: change.actor.username, id: change.actor.id };
+  let owner = owners.get(ownerId);
+  if (owner === undefined) owners.set(ownerId, (owner = lookUpOwner(trx, ownerId, change)));
+  return owner;
+}
+
+async function lookUpOwner(trx: Executor, ownerId: number, change: Change): Promise<Actor> {
   const row = await trx.selectFrom('users').select(['id', 'username']).where('id', '=', ownerId).executeTakeFirst();
   return row ? { login: row.username, id: row.id } : { login: change.actor.username, id: change.actor.id };
 }
@@ -131,16 +138,17 @@ export function outboxListener({ storage, publicUrl, wake, repositoryIds, filter
     byRecord.set(recordKey(resource.name, id), verdicts);
   }
 
-  async function writeEventDeliveries(trx: Executor, change: Change) {
+  /** The deliveries of one change, one per matching webhook. */
+  async function eventsOf(trx: Executor, change: Change, owners: Map<number, Promise<Actor>>): Promise<NewEvent[]> {
     const event = change.resource.event;
-    if (!event) return;
+    if (!event) return [];
     const matching = (await hooks(trx)).filter((hook) => subscribes(hook.events, event));
-    if (matching.length === 0) return;
+    if (matching.length === 0) return [];
     const id = Number(change.record.id);
     const key = recordKey(change.resource.name, id);
     const before = matchedBefore.get(trx)?.get(key);
     matchedBefore.get(trx)?.delete(key);
-    const payload = eventPayload(event, change, { publicUrl, owner: await ownerOf(trx, change), repositoryId: repositoryIds.get(change.resource.name) ?? 0 });
+    const payload = eventPayload(event, change, { publicUrl, owner: await ownerOf(trx, change, owners), repositoryId: repositoryIds.get(change.resource.name) ?? 0 });
     const after = change.action === 'deleted' ? new Map<number, boolean>() : await filters.verdicts(trx, change.resource, event, id, matching);
     let plain: string | undefined;
     const events: NewEvent[] = [];
@@ -161,10 +169,24 @@ export function outboxListener({ storage, publicUrl, wake, repositoryIds, filter
       }
       events.push({ webhookId: hook.id, event, action: change.action, body, recordKey: key });
     }
+    return events;
+  }
+
+  async function writeEventDeliveries(trx: Executor, change: Change) {
+    const events = await eventsOf(trx, change, new Map());
     await enqueueDeliveries(storage, trx, events);
     return events.length ? wake : undefined;
   }
-  return Object.assign(writeEventDeliveries, { beforeChange: rememberBefore });
+
+  /** A cascade's batch of changes (issue 22): their deliveries written a few statements in all, in order. */
+  async function writeBatchDeliveries(trx: Executor, changes: readonly Change[]) {
+    const owners = new Map<number, Promise<Actor>>();
+    const events: NewEvent[] = [];
+    for (const change of changes) events.push(...(await eventsOf(trx, change, owners)));
+    await enqueueDeliveries(storage, trx, events);
+    return events.length ? wake : undefined;
+  }
+  return Object.assign(writeEventDeliveries, { beforeChange: rememberBefore, changes: writeBatchDeliveries });
 }
 
 /** The record key of a delivery: which record it is about, for per-record ordering. */
