@@ -7,7 +7,8 @@ import { sql, type SqlBool } from 'kysely';
 import type { Condition } from '../db/dynamic-tables.js';
 import { columnOf, joinTableOf } from '../db/schema-state.js';
 import type { FieldErrors } from '../http/errors.js';
-import { readReference, type Field, type ParseContext } from './fields.js';
+import type { Field, ParseContext } from './fields/field.js';
+import { readReference } from './fields/relations.js';
 import type { Lookup, Resource } from './resource.js';
 
 

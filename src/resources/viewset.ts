@@ -10,7 +10,8 @@ import { permissionDenied } from '../http/pipeline.js';
 import type { Condition, DynamicDb, Row } from '../db/dynamic-tables.js';
 import { CSV_TYPE, HTML_TYPE, JSON_TYPE } from '../http/renderers.js';
 import type { Action, ApiRequest, View } from '../http/view.js';
-import { parseField, readReference, type Field, type ParseContext } from './fields.js';
+import { parseField, type Field, type ParseContext } from './fields/field.js';
+import { readReference } from './fields/relations.js';
 import { buildFilters, readFilterParams } from './filters.js';
 import { fetchKeysetPage, pageResponse } from './keyset.js';
 import {
