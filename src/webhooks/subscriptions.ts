@@ -1,6 +1,7 @@
 import { isAuthenticated } from '../auth/permissions.js';
 import type { Storage } from '../db/database.js';
 import { NotFound, ValidationError } from '../http/errors.js';
+import { MESSAGES } from '../http/messages.js';
 import { parseId } from '../http/paths.js';
 import type { ApiRequest } from '../http/view.js';
 import type { Field, FieldResult } from '../resources/fields/field.js';
@@ -121,9 +122,9 @@ export function webhooksResource(options: WebhookOptions): Resource {
       // The address is resolved and checked by the `validate` hook, outside the transaction.
       parse: (value) =>
         typeof value !== 'string' || value.trim() === ''
-          ? fail('Enter a valid URL.')
+          ? fail(MESSAGES.invalidUrl)
           : value.length > 2000
-            ? fail('Ensure this field has no more than 2000 characters.')
+            ? fail(MESSAGES.maxLength(2000))
             : ok(value.trim()),
       metadata: () => ({ type: 'url', max_length: 2000 }),
     },
@@ -145,7 +146,7 @@ export function webhooksResource(options: WebhookOptions): Resource {
     ordering: {
       ...field.choice([...ORDERINGS], { default: 'none' }),
       parse: (value) =>
-        (ORDERINGS as readonly unknown[]).includes(value) ? ok(value) : fail(`"${String(value)}" is not a valid choice; choose from: ${ORDERINGS.join(', ')}.`),
+        (ORDERINGS as readonly unknown[]).includes(value) ? ok(value) : fail(MESSAGES.notAChoiceOf(value, ORDERINGS)),
       metadata: () => ({ type: 'choice', choices: [...ORDERINGS] }),
     },
     filter: {
@@ -216,7 +217,7 @@ export function webhooksResource(options: WebhookOptions): Resource {
           // First, as the field is declared first.
           const others = { ...errors };
           for (const name of Object.keys(errors)) delete errors[name];
-          Object.assign(errors, { target_url: [error instanceof TargetRefusedError ? error.message : 'Enter a valid URL.'] }, others);
+          Object.assign(errors, { target_url: [error instanceof TargetRefusedError ? error.message : MESSAGES.invalidUrl] }, others);
         }
       },
       async beforeCreate(trx, columns, request) {

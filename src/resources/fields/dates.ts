@@ -1,7 +1,13 @@
 // The date and datetime field types: a calendar date `YYYY-MM-DD`, and an RFC 3339 instant
 // stored and shown as UTC text with milliseconds, so that text order is time order.
 
+import { MESSAGES } from '../../http/messages.js';
 import { fail, makeField, ok, type CommonOptions, type Field } from './field.js';
+
+/** What only the date type says (DRF's `default_error_messages`); datetime's is in MESSAGES. */
+const messages = {
+  invalidDate: 'Date has wrong format. Use one of these formats instead: YYYY-MM-DD.',
+};
 
 const DATE = /^(\d{4})-(\d{2})-(\d{2})$/;
 const DATETIME = /^(\d{4})-(\d{2})-(\d{2})[T ](\d{2}):(\d{2})(?::(\d{2})(?:\.(\d{1,9}))?)?(Z|z|[+-]\d{2}:?\d{2})?$/;
@@ -58,8 +64,8 @@ function temporal(
       const parsed = typeof value === 'string' ? read(value.trim()) : null;
       if (parsed === null) return fail(message);
       // Fixed-width UTC text compares in time order.
-      if (max !== undefined && parsed > max) return fail(`Ensure this value is less than or equal to ${max}.`);
-      if (min !== undefined && parsed < min) return fail(`Ensure this value is greater than or equal to ${min}.`);
+      if (max !== undefined && parsed > max) return fail(MESSAGES.maxValue(max));
+      if (min !== undefined && parsed < min) return fail(MESSAGES.minValue(min));
       return ok(parsed);
     },
     schema: {
@@ -75,15 +81,10 @@ function temporal(
 
 /** A calendar date, `YYYY-MM-DD`. */
 export function date(options: CommonOptions<string> & { min?: string; max?: string } = {}): Field {
-  return temporal('date', readDate, 'Date has wrong format. Use one of these formats instead: YYYY-MM-DD.', options);
+  return temporal('date', readDate, messages.invalidDate, options);
 }
 
 /** An instant, RFC 3339; shown in UTC with milliseconds and `Z`. */
 export function datetime(options: CommonOptions<string> & { min?: string; max?: string } = {}): Field {
-  return temporal(
-    'datetime',
-    readDatetime,
-    'Datetime has wrong format. Use one of these formats instead: YYYY-MM-DDThh:mm[:ss[.uuuuuu]][+HH:MM|-HH:MM|Z].',
-    options,
-  );
+  return temporal('datetime', readDatetime, MESSAGES.invalidDatetime, options);
 }

@@ -6,6 +6,7 @@
 // (`reference`, `references`) it cannot read from the row alone.
 
 import type { FieldState, FieldType, OnDelete } from '../../db/schema-state.js';
+import { MESSAGES } from '../../http/messages.js';
 
 /** The result of checking one input value: the value to store, or every message that applies. */
 export type FieldResult = { ok: true; value: unknown } | { ok: false; errors: string[] };
@@ -180,7 +181,7 @@ export function makeField(options: CommonOptions<unknown> & Record<string, unkno
 /** Checks one value of a request body for a field: null and absence first, then the type's own rules. */
 export function parseField(field: Field, value: unknown, context: ParseContext): FieldResult {
   if (value === null || (context.form && value === '' && field.nullable && field.type !== 'string' && field.type !== 'text')) {
-    return field.nullable ? ok(null) : fail('This field may not be null.');
+    return field.nullable ? ok(null) : fail(MESSAGES.null);
   }
   return field.parse(value, context);
 }

@@ -1,6 +1,13 @@
 // The json field type: any JSON value, stored as its text and bounded in bytes.
 
+import { MESSAGES } from '../../http/messages.js';
 import { checkLength, fail, makeField, ok, type CommonOptions, type Field } from './field.js';
+
+/** What only this type says (DRF's `default_error_messages`); shared ones are MESSAGES. */
+const messages = {
+  notFinite: 'Value must be valid JSON: a number is out of range (it must be finite).',
+  maxBytes: (limit: number) => `Ensure this value has no more than ${limit} bytes as JSON.`,
+};
 
 /** Any JSON value, stored as its text; at most `maxBytes` (default 64 KiB) of UTF-8 JSON. */
 export function json(options: CommonOptions<unknown> & { maxBytes?: number } = {}): Field {
@@ -15,7 +22,7 @@ export function json(options: CommonOptions<unknown> & { maxBytes?: number } = {
         try {
           parsed = JSON.parse(value) as unknown;
         } catch {
-          return fail('Value must be valid JSON.');
+          return fail(MESSAGES.invalidJson);
         }
       }
       // JSON.parse reads 1e400 as Infinity, which JSON.stringify writes as null: refused, not
@@ -25,9 +32,9 @@ export function json(options: CommonOptions<unknown> & { maxBytes?: number } = {
         if (typeof item === 'number' && !Number.isFinite(item)) finite = false;
         return item;
       });
-      if (!finite) return fail('Value must be valid JSON: a number is out of range (it must be finite).');
-      if (textValue === undefined) return fail('Value must be valid JSON.');
-      if (Buffer.byteLength(textValue) > maxBytes) return fail(`Ensure this value has no more than ${maxBytes} bytes as JSON.`);
+      if (!finite) return fail(messages.notFinite);
+      if (textValue === undefined) return fail(MESSAGES.invalidJson);
+      if (Buffer.byteLength(textValue) > maxBytes) return fail(messages.maxBytes(maxBytes));
       return ok(textValue);
     },
     show: (stored) => JSON.parse(String(stored)) as unknown,

@@ -1,9 +1,20 @@
 // The number field types: integer, exact decimal (stored scaled, so both databases order it
 // exactly) and boolean (stored 0/1), with DRF's messages; a form's text is read as a number.
 
+import { MESSAGES } from '../../http/messages.js';
 import { fail, makeField, ok, type CommonOptions, type Field } from './field.js';
 
 const SAFE = Number.MAX_SAFE_INTEGER;
+
+/** What only these types say (DRF's `default_error_messages`); shared ones are MESSAGES. */
+const messages = {
+  tooLarge: 'String value too large.',
+  invalidInteger: 'A valid integer is required.',
+  invalidNumber: 'A valid number is required.',
+  maxDigits: (digits: number) => `Ensure that there are no more than ${digits} digits in total.`,
+  maxDecimalPlaces: (places: number) => `Ensure that there are no more than ${places} decimal places.`,
+  maxWholeDigits: (digits: number) => `Ensure that there are no more than ${digits} digits before the decimal point.`,
+};
 
 /** A whole number (DRF's IntegerField); a form's digits are accepted. */
 export function integer(options: CommonOptions<number> & { min?: number; max?: number } = {}): Field {
@@ -19,11 +30,11 @@ export function integer(options: CommonOptions<number> & { min?: number; max?: n
       let number: number;
       if (typeof value === 'number') number = value;
       else if (typeof value === 'string' && value.length <= 1000 && /^\s*-?\d+(\.0*)?\s*$/.test(value)) number = Number.parseInt(value, 10);
-      else if (typeof value === 'string' && value.length > 1000) return fail('String value too large.');
-      else return fail('A valid integer is required.');
-      if (!Number.isInteger(number)) return fail('A valid integer is required.');
-      if (number > max) return fail(`Ensure this value is less than or equal to ${max}.`);
-      if (number < min) return fail(`Ensure this value is greater than or equal to ${min}.`);
+      else if (typeof value === 'string' && value.length > 1000) return fail(messages.tooLarge);
+      else return fail(messages.invalidInteger);
+      if (!Number.isInteger(number)) return fail(messages.invalidInteger);
+      if (number > max) return fail(MESSAGES.maxValue(max));
+      if (number < min) return fail(MESSAGES.minValue(min));
       return ok(number === 0 ? 0 : number);
     },
     schema: { type: 'integer', minimum: min, maximum: max },
@@ -57,11 +68,11 @@ export function decimal(options: CommonOptions<string | number> & { maxDigits: n
       let textValue: string;
       if (typeof value === 'number' && Number.isFinite(value)) textValue = String(value);
       else if (typeof value === 'string' && value.length <= 1000) textValue = value.trim();
-      else if (typeof value === 'string') return fail('String value too large.');
-      else return fail('A valid number is required.');
+      else if (typeof value === 'string') return fail(messages.tooLarge);
+      else return fail(messages.invalidNumber);
       // Exponents (1e3) are what JavaScript prints for large or tiny numbers; read them exactly.
       const match = /^([+-]?)(\d*)(?:\.(\d*))?(?:[eE]([+-]?\d{1,3}))?$/.exec(textValue);
-      if (!match || (match[2] === '' && (match[3] ?? '') === '')) return fail('A valid number is required.');
+      if (!match || (match[2] === '' && (match[3] ?? '') === '')) return fail(messages.invalidNumber);
       const exponent = Number(match[4] ?? 0);
       let whole = match[2]!;
       let fraction = match[3] ?? '';
@@ -77,10 +88,10 @@ export function decimal(options: CommonOptions<string | number> & { maxDigits: n
       whole = whole.replace(/^0+(?=\d)/, '');
       fraction = fraction.replace(/0+$/, '');
       const wholeDigits = whole === '0' || whole === '' ? 0 : whole.length;
-      if (wholeDigits + fraction.length > maxDigits) return fail(`Ensure that there are no more than ${maxDigits} digits in total.`);
-      if (fraction.length > decimalPlaces) return fail(`Ensure that there are no more than ${decimalPlaces} decimal places.`);
+      if (wholeDigits + fraction.length > maxDigits) return fail(messages.maxDigits(maxDigits));
+      if (fraction.length > decimalPlaces) return fail(messages.maxDecimalPlaces(decimalPlaces));
       if (wholeDigits > maxDigits - decimalPlaces) {
-        return fail(`Ensure that there are no more than ${maxDigits - decimalPlaces} digits before the decimal point.`);
+        return fail(messages.maxWholeDigits(maxDigits - decimalPlaces));
       }
       const scaled = Number(`${whole || '0'}${fraction.padEnd(decimalPlaces, '0')}`);
       return ok(match[1] === '-' && scaled !== 0 ? -scaled : scaled);
@@ -104,7 +115,7 @@ export function boolean(options: CommonOptions<boolean> = {}): Field {
     parse(value) {
       if (value === true || value === 1 || (typeof value === 'string' && TRUE.has(value.trim()))) return ok(1);
       if (value === false || value === 0 || (typeof value === 'string' && FALSE.has(value.trim()))) return ok(0);
-      return fail('Must be a valid boolean.');
+      return fail(MESSAGES.invalidBoolean);
     },
     show: (stored) => Number(stored) === 1,
     schema: { type: 'boolean' },

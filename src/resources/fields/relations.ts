@@ -4,8 +4,23 @@
 // `../relations.ts`.
 
 import type { OnDelete } from '../../db/schema-state.js';
+import { MESSAGES } from '../../http/messages.js';
 import { recordPath } from '../../http/paths.js';
 import { ANY_CONTEXT, checkLength, fail, makeField, ok, type CommonOptions, type Field, type ParseContext } from './field.js';
+
+/**
+ * What only these types say (DRF's HyperlinkedRelatedField and ListField messages); shared ones
+ * are MESSAGES. Exported for `doesNotExist`, which `../relations.ts` says once it has looked.
+ */
+export const messages = {
+  incorrectType: (received: string) => `Incorrect type. Expected URL string, received ${received}.`,
+  noMatch: 'Invalid hyperlink - No URL match.',
+  incorrectMatch: 'Invalid hyperlink - Incorrect URL match.',
+  doesNotExist: 'Invalid hyperlink - Object does not exist.',
+  notAList: (received: string) => `Expected a list of items but got type "${received}".`,
+  maxItems: (limit: number) => `Ensure this field has no more than ${limit} elements.`,
+  duplicate: (path: string) => `Duplicate reference ${path}.`,
+};
 
 /** Python's type names, as DRF's "received int" messages use them. */
 function pythonType(value: unknown): string {
@@ -25,16 +40,16 @@ const PATH = /^\/api\/v1\/([a-z][a-z0-9_]*)\/([1-9]\d{0,15})\/$/;
  * every reference of the request in one query per collection (`../relations.ts`).
  */
 export function readReference(value: unknown, target: string, context: ParseContext): { id: number } | { error: string } {
-  if (typeof value !== 'string') return { error: `Incorrect type. Expected URL string, received ${pythonType(value)}.` };
+  if (typeof value !== 'string') return { error: messages.incorrectType(pythonType(value)) };
   let path = value.trim();
   if (/^[a-z][a-z0-9+.-]*:/i.test(path)) {
-    if (!context.publicUrl || !path.startsWith(`${context.publicUrl}/`)) return { error: 'Invalid hyperlink - No URL match.' };
+    if (!context.publicUrl || !path.startsWith(`${context.publicUrl}/`)) return { error: messages.noMatch };
     path = path.slice(context.publicUrl.length);
   }
   const match = PATH.exec(path);
-  if (!match || !Number.isSafeInteger(Number(match[2]))) return { error: 'Invalid hyperlink - No URL match.' };
+  if (!match || !Number.isSafeInteger(Number(match[2]))) return { error: messages.noMatch };
   if (match[1] !== target) {
-    return { error: context.collections.has(match[1]!) ? 'Invalid hyperlink - Incorrect URL match.' : 'Invalid hyperlink - No URL match.' };
+    return { error: context.collections.has(match[1]!) ? messages.incorrectMatch : messages.noMatch };
   }
   return { id: Number(match[2]) };
 }
@@ -101,18 +116,18 @@ export function references(collection: string, options: Omit<CommonOptions<strin
         try {
           items = trimmed.startsWith('[') ? (JSON.parse(trimmed) as unknown) : trimmed === '' ? [] : trimmed.split(/[\s,]+/);
         } catch {
-          return fail('Value must be valid JSON.');
+          return fail(MESSAGES.invalidJson);
         }
       }
-      if (!Array.isArray(items)) return fail(`Expected a list of items but got type "${pythonType(items)}".`);
+      if (!Array.isArray(items)) return fail(messages.notAList(pythonType(items)));
       // The length first: a list of 40,000 items is refused without reading one (issue 22 item 8).
-      if (items.length > maxItems) return fail(`Ensure this field has no more than ${maxItems} elements.`);
+      if (items.length > maxItems) return fail(messages.maxItems(maxItems));
       const errors: string[] = [];
       const ids = new Set<number>();
       for (const item of items) {
         const found = readReference(item, to, context);
         if ('error' in found) errors.push(found.error);
-        else if (ids.has(found.id)) errors.push(`Duplicate reference ${recordPath(to, found.id)}.`);
+        else if (ids.has(found.id)) errors.push(messages.duplicate(recordPath(to, found.id)));
         else ids.add(found.id);
       }
       return errors.length ? { ok: false, errors } : ok([...ids].sort((a, b) => a - b));

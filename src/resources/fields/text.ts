@@ -3,11 +3,23 @@
 // then for the type's own shape.
 
 import type { FieldType } from '../../db/schema-state.js';
+import { MESSAGES } from '../../http/messages.js';
 import { checkLength, codePointLength, fail, makeField, ok, type CommonOptions, type Field, type TypeSpec } from './field.js';
 
 // API.md §6: control characters are U+0000–U+001F, U+007F and U+0080–U+009F.
 const CONTROL = /[\u0000-\u001F\u007F-\u009F]/u;
 const CONTROL_BUT_LINES = /[\u0000-\u0008\u000B\u000C\u000E-\u001F\u007F-\u009F]/u;
+
+/** What only these types say (DRF's `default_error_messages`); shared ones are MESSAGES. */
+const messages = {
+  blank: 'This field may not be blank.',
+  minLength: (limit: number) => `Ensure this field has at least ${limit} characters.`,
+  control: 'Control characters are not allowed.',
+  controlButLines: 'Control characters other than newline and tab are not allowed.',
+  pattern: 'This value does not match the required pattern.',
+  invalidEmail: 'Enter a valid email address.',
+  invalidChoice: (shown: string) => `"${shown}" is not a valid choice.`,
+};
 
 interface StringOptions extends CommonOptions<string> {
   maxLength: number;
@@ -34,18 +46,18 @@ function stringSpec(
   return {
     type,
     parse(value) {
-      if (typeof value !== 'string') return fail('Not a valid string.');
+      if (typeof value !== 'string') return fail(MESSAGES.notAString);
       const trimmed = value.trim();
       const length = codePointLength(trimmed);
-      if (length === 0 && !blank) return fail('This field may not be blank.');
+      if (length === 0 && !blank) return fail(messages.blank);
       const errors: string[] = [];
-      if (length < least && length > 0) errors.push(`Ensure this field has at least ${least} characters.`);
-      if (length > maxLength) errors.push(`Ensure this field has no more than ${maxLength} characters.`);
+      if (length < least && length > 0) errors.push(messages.minLength(least));
+      if (length > maxLength) errors.push(MESSAGES.maxLength(maxLength));
       if (control.test(trimmed)) {
-        errors.push(multiline ? 'Control characters other than newline and tab are not allowed.' : 'Control characters are not allowed.');
+        errors.push(multiline ? messages.controlButLines : messages.control);
       }
       if (errors.length === 0 && length > 0) {
-        if (regex && !regex.test(trimmed)) errors.push('This value does not match the required pattern.');
+        if (regex && !regex.test(trimmed)) errors.push(messages.pattern);
         errors.push(...extra(trimmed));
       }
       return errors.length ? { ok: false, errors } : ok(trimmed);
@@ -86,7 +98,7 @@ const EMAIL = /^[^\s@"(),:;<>[\\\]]+@(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0
 export function email(options: CommonOptions<string> & { maxLength?: number } = {}): Field {
   const maxLength = options.maxLength ?? 254;
   checkLength('maxLength', maxLength, true);
-  const spec = stringSpec('email', { maxLength }, (value) => (EMAIL.test(value) ? [] : ['Enter a valid email address.']));
+  const spec = stringSpec('email', { maxLength }, (value) => (EMAIL.test(value) ? [] : [messages.invalidEmail]));
   return makeField(options as Record<string, unknown>, {
     ...spec,
     own: ['maxLength'],
@@ -102,9 +114,9 @@ export function url(options: CommonOptions<string> & { maxLength?: number } = {}
   const valid = (value: string): string[] => {
     try {
       const parsed = new URL(value);
-      return (parsed.protocol === 'http:' || parsed.protocol === 'https:') && parsed.hostname !== '' && !/\s/.test(value) ? [] : ['Enter a valid URL.'];
+      return (parsed.protocol === 'http:' || parsed.protocol === 'https:') && parsed.hostname !== '' && !/\s/.test(value) ? [] : [MESSAGES.invalidUrl];
     } catch {
-      return ['Enter a valid URL.'];
+      return [MESSAGES.invalidUrl];
     }
   };
   const spec = stringSpec('url', { maxLength }, valid);
@@ -124,7 +136,7 @@ export function choice(values: readonly string[], options: CommonOptions<string>
     parse(value) {
       const text_ = typeof value === 'string' ? value.trim() : typeof value === 'number' || typeof value === 'boolean' ? String(value) : null;
       if (text_ !== null && values.includes(text_)) return ok(text_);
-      return fail(`"${text_ ?? JSON.stringify(value)}" is not a valid choice.`);
+      return fail(messages.invalidChoice(text_ ?? JSON.stringify(value)));
     },
     schema: { type: 'string', enum: [...values] },
     metadataType: 'choice',
