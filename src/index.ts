@@ -17,7 +17,9 @@ import { allowAny, and, authenticatedOrReadOnly, isAuthenticated, not, or, owner
  * });
  */
 export { defineResource, LOOKUPS, type ActionName, type Lookup, type RelatedList, type Resource, type ResourceOptions } from './resources/resource.js';
-export { field, type CommonOptions, type Field, type FieldType, type OnDelete } from './resources/fields.js';
+export type { FieldType, OnDelete } from './db/schema-state.js';
+export type { CommonOptions, Field } from './resources/fields/field.js';
+export { field } from './resources/fields/index.js';
 /** The seed's `experiences`, for a resources folder that wants to keep serving it: `export { experiences as default } from 'restwire'`. */
 export { experiences } from './resources/experiences.js';
 export type { Permission, PermissionContext, OwnedRecord } from './http/caller.js';

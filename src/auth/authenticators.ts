@@ -1,5 +1,6 @@
 import type { FastifyRequest } from 'fastify';
 import { AuthenticationFailed } from '../http/errors.js';
+import { MESSAGES } from '../http/messages.js';
 import type { Authenticator, Identity } from '../http/caller.js';
 import type { UserStore } from './users.js';
 
@@ -34,7 +35,7 @@ export function basicAuthentication(verify: CredentialVerifier): Authenticator {
       const credentials = decodeBasic(authorization.credentials);
       if (!credentials) throw new AuthenticationFailed('Invalid basic header: credentials are not base64 of user:password.');
       const user = await verify(credentials.username, credentials.password, request);
-      if (!user) throw new AuthenticationFailed('Invalid username or password.');
+      if (!user) throw new AuthenticationFailed(MESSAGES.invalidCredentials);
       return { user, scheme: 'basic' };
     },
   };

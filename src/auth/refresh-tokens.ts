@@ -2,6 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import type { Kysely } from 'kysely';
 import type { Database } from '../db/schema.js';
 import { AuthenticationFailed } from '../http/errors.js';
+import { MESSAGES } from '../http/messages.js';
 
 /**
  * Refresh tokens (API.md §3): random opaque strings, stored only as SHA-256 hashes, each used
@@ -44,7 +45,7 @@ export class RefreshTokens {
    * expired or malformed one (an access token, say) is refused. Every refusal is a 401.
    */
   async redeem(token: string): Promise<RedeemedRefreshToken> {
-    if (!TOKEN_SHAPE.test(token)) throw new AuthenticationFailed('Invalid refresh token.');
+    if (!TOKEN_SHAPE.test(token)) throw new AuthenticationFailed(MESSAGES.invalidRefreshToken);
     const idHash = hashToken(token);
     const row = await this.db
       .selectFrom('refresh_tokens')

@@ -2,13 +2,14 @@ import type { Kysely } from 'kysely';
 import type { Database, UserRow } from '../db/schema.js';
 import { decoyHash, hashPassword, verifyPassword } from './passwords.js';
 import type { User } from '../http/caller.js';
+import { MESSAGES } from '../http/messages.js';
 
 /** Username rules, as Django's: 1–150 characters of letters, digits and @ . + - _ */
 export const USERNAME_PATTERN = /^[\p{L}\p{N}@.+\-_]{1,150}$/u;
 
 /** What is wrong with a (trimmed) username, by Django's rule; empty when nothing is. */
 export function usernameProblems(username: string): string[] {
-  if ([...username].length > 150) return ['Ensure this field has no more than 150 characters.'];
+  if ([...username].length > 150) return [MESSAGES.maxLength(150)];
   if (!USERNAME_PATTERN.test(username)) {
     return ['Enter a valid username. This value may contain only letters, numbers, and @/./+/-/_ characters.'];
   }

@@ -1,5 +1,6 @@
 import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
 import { InvalidQuery } from './errors.js';
+import { MESSAGES } from './messages.js';
 
 /**
  * Keyset (cursor) pagination, as DRF's CursorPagination: pages are positions in a total order
@@ -156,7 +157,7 @@ export function parsePageRequest(
     }
   }
 
-  if (Object.keys(errors).length > 0) throw new InvalidQuery(errors, 'One or more query parameters are invalid.');
+  if (Object.keys(errors).length > 0) throw new InvalidQuery(errors, MESSAGES.invalidQuery);
   return { collection, limit, ordering: { name: orderingName, column: column!, descending }, position };
 }
 

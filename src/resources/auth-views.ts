@@ -8,6 +8,7 @@ import type { AccessTokens } from '../auth/tokens.js';
 import type { User } from '../http/caller.js';
 import { UsernameTaken, passwordProblems, usernameProblems, type UserStore } from '../auth/users.js';
 import { AuthenticationFailed, ValidationError, type FieldErrors } from '../http/errors.js';
+import { MESSAGES } from '../http/messages.js';
 import type { RequestData } from '../http/parsers.js';
 import { JSON_TYPE } from '../http/renderers.js';
 import type { Action, ApiResponse, View } from '../http/view.js';
@@ -60,8 +61,8 @@ function requiredStrings<const Name extends string>(data: RequestData, names: re
   const values = {} as Record<Name, string>;
   for (const name of names) {
     const value = data[name];
-    if (value === undefined || value === null || value === '') errors[name] = ['This field is required.'];
-    else if (typeof value !== 'string') errors[name] = ['Not a valid string.'];
+    if (value === undefined || value === null || value === '') errors[name] = [MESSAGES.required];
+    else if (typeof value !== 'string') errors[name] = [MESSAGES.notAString];
     else values[name] = value;
   }
   if (Object.keys(errors).length) throw new ValidationError(errors);
@@ -73,7 +74,7 @@ export function authViews({ verify, users, accessTokens, refreshTokens, sessions
   async function login(data: RequestData, raw: FastifyRequest): Promise<User> {
     const { username, password } = requiredStrings(data, ['username', 'password']);
     const user = await verify(username, password, raw);
-    if (!user) throw new AuthenticationFailed('Invalid username or password.');
+    if (!user) throw new AuthenticationFailed(MESSAGES.invalidCredentials);
     return user;
   }
 
@@ -104,7 +105,7 @@ export function authViews({ verify, users, accessTokens, refreshTokens, sessions
       const { refresh_token: token } = requiredStrings(await request.data(), ['refresh_token']);
       const { userId, family } = await refreshTokens.redeem(token);
       const user = await users.findById(userId);
-      if (!user) throw new AuthenticationFailed('Invalid refresh token.');
+      if (!user) throw new AuthenticationFailed(MESSAGES.invalidRefreshToken);
       return tokenPair(user, family);
     },
   };
@@ -166,16 +167,16 @@ function validateSignup(data: RequestData): { username: string; password: string
   const rawUsername = data.username;
   const password = data.password;
   let username = '';
-  if (rawUsername === undefined || rawUsername === null || rawUsername === '') errors.username = ['This field is required.'];
-  else if (typeof rawUsername !== 'string') errors.username = ['Not a valid string.'];
+  if (rawUsername === undefined || rawUsername === null || rawUsername === '') errors.username = [MESSAGES.required];
+  else if (typeof rawUsername !== 'string') errors.username = [MESSAGES.notAString];
   else {
     // API.md §6: strings are trimmed, and the trimmed value is stored.
     username = rawUsername.trim();
     const problems = usernameProblems(username);
     if (problems.length) errors.username = problems;
   }
-  if (password === undefined || password === null || password === '') errors.password = ['This field is required.'];
-  else if (typeof password !== 'string') errors.password = ['Not a valid string.'];
+  if (password === undefined || password === null || password === '') errors.password = [MESSAGES.required];
+  else if (typeof password !== 'string') errors.password = [MESSAGES.notAString];
   else {
     const problems = passwordProblems(password, username);
     if (problems.length) errors.password = problems;

@@ -2,7 +2,7 @@
 // Served when there is no resources folder; a folder that wants it re-exports it from 'restwire'.
 
 import { and, authenticatedOrReadOnly, ownerOrReadOnly } from '../auth/permissions.js';
-import { field } from './fields.js';
+import { field } from './fields/index.js';
 import { defineBuiltinResource } from './resource.js';
 
 export const experiences = defineBuiltinResource({

@@ -7,7 +7,9 @@ import { sql, type SqlBool } from 'kysely';
 import type { Condition } from '../db/dynamic-tables.js';
 import { columnOf, joinTableOf } from '../db/schema-state.js';
 import type { FieldErrors } from '../http/errors.js';
-import { readReference, type Field, type ParseContext } from './fields.js';
+import { MESSAGES } from '../http/messages.js';
+import type { Field, ParseContext } from './fields/field.js';
+import { readReference } from './fields/relations.js';
 import type { Lookup, Resource } from './resource.js';
 
 
@@ -94,7 +96,7 @@ export function buildFilters(resource: Resource, context: ParseContext): QueryFi
             return column === null ? { error: 'This lookup does not apply to a list of references.' } : { condition: containsCondition(column, text) };
           }
           if (lookup === 'isnull') {
-            if (text !== 'true' && text !== 'false') return { error: 'Must be a valid boolean.' };
+            if (text !== 'true' && text !== 'false') return { error: MESSAGES.invalidBoolean };
             if (column === null) return { error: 'This lookup does not apply to a list of references.' };
             return { condition: (eb) => eb(column, text === 'true' ? 'is' : 'is not', null) };
           }

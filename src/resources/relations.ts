@@ -6,6 +6,7 @@
 import type { DynamicDb } from '../db/dynamic-tables.js';
 import { joinTableOf } from '../db/schema-state.js';
 import { recordPath } from '../http/paths.js';
+import { messages as referenceMessages } from './fields/relations.js';
 import type { Resource } from './resource.js';
 
 
@@ -115,7 +116,7 @@ export async function missingReferences(
     const found = existing.get(field.to) ?? new Set<number>();
     const messages = (Array.isArray(value) ? (value as number[]) : [value as number])
       .filter((id) => !found.has(id))
-      .map(() => 'Invalid hyperlink - Object does not exist.');
+      .map(() => referenceMessages.doesNotExist);
     if (messages.length) errors[name] = messages;
   }
   return errors;

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { field } from './fields.js';
+import { field } from './fields/index.js';
 import { buildRegistry, declaredState } from './registry.js';
 import { defineResource, type ResourceOptions } from './resource.js';
 

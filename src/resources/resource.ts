@@ -12,7 +12,8 @@ import type { FieldErrors } from '../http/errors.js';
 import type { ActionDocs, ApiRequest, ApiResponse } from '../http/view.js';
 import type { Condition } from '../db/dynamic-tables.js';
 import type { DynamicDb, Row } from '../db/dynamic-tables.js';
-import { isField, isInvalidField, optionsOf, FIELD_TYPES, type Field } from './fields.js';
+import { FIELD_TYPES } from '../db/schema-state.js';
+import { isField, isInvalidField, optionsOf, type Field } from './fields/field.js';
 
 /** The viewset actions a resource can offer (DRF's names). */
 export type ActionName = 'list' | 'create' | 'retrieve' | 'update' | 'partial_update' | 'destroy';

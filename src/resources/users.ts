@@ -1,6 +1,6 @@
 import { allowAny, isAuthenticated } from '../auth/permissions.js';
 import type { View } from '../http/view.js';
-import { field } from './fields.js';
+import { field } from './fields/index.js';
 import { defineBuiltinResource, type Resource } from './resource.js';
 import { RECORD_MEDIA_TYPES, type ViewSet } from './viewset.js';
 

@@ -3,6 +3,7 @@ import type { Storage } from '../db/database.js';
 import { columnOf, joinTableOf, uniqueIndexOf } from '../db/schema-state.js';
 import { assertRecordMatches } from '../http/conditional.js';
 import { Conflict, InvalidQuery, NotFound, ValidationError, type FieldErrors } from '../http/errors.js';
+import { MESSAGES } from '../http/messages.js';
 import { CursorCodec, parsePageRequest, type PageRequest } from '../http/pagination.js';
 import { isFormData, type RequestData } from '../http/parsers.js';
 import { parseId, recordPath } from '../http/paths.js';
@@ -10,7 +11,8 @@ import { permissionDenied } from '../http/pipeline.js';
 import type { Condition, DynamicDb, Row } from '../db/dynamic-tables.js';
 import { CSV_TYPE, HTML_TYPE, JSON_TYPE } from '../http/renderers.js';
 import type { Action, ApiRequest, View } from '../http/view.js';
-import { parseField, readReference, type Field, type ParseContext } from './fields.js';
+import { parseField, type Field, type ParseContext } from './fields/field.js';
+import { readReference } from './fields/relations.js';
 import { buildFilters, readFilterParams } from './filters.js';
 import { fetchKeysetPage, pageResponse } from './keyset.js';
 import {
@@ -188,7 +190,7 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
   function filterConditions(request: ApiRequest): Condition[] {
     const params = Object.entries(request.query).flatMap(([param, value]) => (value === undefined ? [] : [[param, String(value)] as const]));
     const { conditions, errors } = readFilterParams(filters, params);
-    if (Object.keys(errors).length) throw new InvalidQuery(errors, 'One or more query parameters are invalid.');
+    if (Object.keys(errors).length) throw new InvalidQuery(errors, MESSAGES.invalidQuery);
     return conditions;
   }
 
@@ -251,7 +253,7 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
     const parseContext = isFormData(data) ? { ...context, form: true } : context;
     for (const [name, field] of writable) {
       if (!Object.prototype.hasOwnProperty.call(data, name)) {
-        if (!partial && field.required) errors[name] = ['This field is required.'];
+        if (!partial && field.required) errors[name] = [MESSAGES.required];
         continue;
       }
       const result = parseField(field, data[name], parseContext);

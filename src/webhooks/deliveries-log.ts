@@ -4,7 +4,9 @@ import type { Storage } from '../db/database.js';
 import { WAITING, announceDeliveries, resolvePayloads } from '../db/delivery-queue.js';
 import type { Database, DeliveryRow } from '../db/schema.js';
 import { Throttled, ValidationError, type FieldErrors } from '../http/errors.js';
-import { field, type Field, type FieldResult } from '../resources/fields.js';
+import { MESSAGES } from '../http/messages.js';
+import type { Field, FieldResult } from '../resources/fields/field.js';
+import { field } from '../resources/fields/index.js';
 import type { DynamicDb, Row } from '../db/dynamic-tables.js';
 import { defineBuiltinResource, type Resource } from '../resources/resource.js';
 import { loadOwnWebhook } from './subscriptions.js';
@@ -156,13 +158,13 @@ function readReplay(data: Record<string, unknown>): { since: number; until: numb
   const errors: FieldErrors = {};
   const time = (name: string, value: unknown): number | undefined => {
     const ms = typeof value === 'string' && /^\d{4}-\d{2}-\d{2}/.test(value) ? Date.parse(value) : Number.NaN;
-    if (Number.isNaN(ms)) errors[name] = ['Datetime has wrong format. Use one of these formats instead: YYYY-MM-DDThh:mm[:ss[.uuuuuu]][+HH:MM|-HH:MM|Z].'];
+    if (Number.isNaN(ms)) errors[name] = [MESSAGES.invalidDatetime];
     return ms;
   };
-  const since = data.since === undefined ? ((errors.since = ['This field is required.']), undefined) : time('since', data.since);
+  const since = data.since === undefined ? ((errors.since = [MESSAGES.required]), undefined) : time('since', data.since);
   const until = data.until === undefined || data.until === null ? Date.now() + 1 : time('until', data.until);
   const status = data.status ?? 'failed';
-  if (!(REPLAY_STATUSES as readonly unknown[]).includes(status)) errors.status = [`"${String(status)}" is not a valid choice; choose from: ${REPLAY_STATUSES.join(', ')}.`];
+  if (!(REPLAY_STATUSES as readonly unknown[]).includes(status)) errors.status = [MESSAGES.notAChoiceOf(status, REPLAY_STATUSES)];
   if (since !== undefined && until !== undefined && !errors.since && !errors.until && until <= since) errors.until = ['Must be later than since.'];
   if (Object.keys(errors).length) throw new ValidationError(errors);
   return { since: since!, until: until!, status: status as (typeof REPLAY_STATUSES)[number] };

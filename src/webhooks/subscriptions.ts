@@ -1,9 +1,11 @@
 import { isAuthenticated } from '../auth/permissions.js';
 import type { Storage } from '../db/database.js';
 import { NotFound, ValidationError } from '../http/errors.js';
+import { MESSAGES } from '../http/messages.js';
 import { parseId } from '../http/paths.js';
 import type { ApiRequest } from '../http/view.js';
-import { field, type Field, type FieldResult } from '../resources/fields.js';
+import type { Field, FieldResult } from '../resources/fields/field.js';
+import { field } from '../resources/fields/index.js';
 import type { DynamicDb, Row } from '../db/dynamic-tables.js';
 import { MAX_FILTER_TERMS, readFilterParams, type QueryFilter } from '../resources/filters.js';
 import { defineBuiltinResource, type Resource } from '../resources/resource.js';
@@ -125,9 +127,9 @@ export function webhooksResource(options: WebhookOptions): Resource {
       // The address is resolved and checked by the `validate` hook, outside the transaction.
       parse: (value) =>
         typeof value !== 'string' || value.trim() === ''
-          ? fail('Enter a valid URL.')
+          ? fail(MESSAGES.invalidUrl)
           : value.length > 2000
-            ? fail('Ensure this field has no more than 2000 characters.')
+            ? fail(MESSAGES.maxLength(2000))
             : ok(value.trim()),
       metadata: () => ({ type: 'url', max_length: 2000 }),
     },
@@ -149,7 +151,7 @@ export function webhooksResource(options: WebhookOptions): Resource {
     ordering: {
       ...field.choice([...ORDERINGS], { default: 'none' }),
       parse: (value) =>
-        (ORDERINGS as readonly unknown[]).includes(value) ? ok(value) : fail(`"${String(value)}" is not a valid choice; choose from: ${ORDERINGS.join(', ')}.`),
+        (ORDERINGS as readonly unknown[]).includes(value) ? ok(value) : fail(MESSAGES.notAChoiceOf(value, ORDERINGS)),
       metadata: () => ({ type: 'choice', choices: [...ORDERINGS] }),
     },
     filter: {
@@ -220,7 +222,7 @@ export function webhooksResource(options: WebhookOptions): Resource {
           // First, as the field is declared first.
           const others = { ...errors };
           for (const name of Object.keys(errors)) delete errors[name];
-          Object.assign(errors, { target_url: [error instanceof TargetRefusedError ? error.message : 'Enter a valid URL.'] }, others);
+          Object.assign(errors, { target_url: [error instanceof TargetRefusedError ? error.message : MESSAGES.invalidUrl] }, others);
         }
       },
       async beforeCreate(trx, columns, request) {
