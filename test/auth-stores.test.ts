@@ -8,7 +8,7 @@ import { createAuthentication } from '../src/auth/authentication.js';
 import { loadKeys } from '../src/auth/keys.js';
 import { RefreshTokens } from '../src/auth/refresh-tokens.js';
 import { SessionStore } from '../src/auth/sessions.js';
-import type { User } from '../src/auth/user.js';
+import type { User } from '../src/http/caller.js';
 import { UserStore } from '../src/auth/users.js';
 
 /** The stores behind sign-in, on each database backend (what the black-box suite cannot reach: clocks, races, password changes). */

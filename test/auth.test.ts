@@ -459,6 +459,20 @@ describe.each(BACKENDS)('sign-in on %s', (backend) => {
       await expectProblem(await createExperience({ authorization: basic('victim2', 'wrong') }), 429);
     });
 
+    it('lets in 16 concurrent right Basic requests on a cold credential cache, and still refuses a guessing burst after 10 failures', async () => {
+      await createUser(database, 'busy', 'busy-password-1');
+      secrets.add('busy-password-1');
+      const me = () => api('/api/v1/users/me/', { headers: { authorization: basic('busy', 'busy-password-1') } });
+      const burst = await Promise.all(Array.from({ length: 16 }, () => me()));
+      expect(burst.map((r) => r.status)).toEqual(Array(16).fill(200));
+
+      const guesses = await Promise.all(Array.from({ length: 30 }, (_, i) => tokenStatus('busy', `guess-${i}`)));
+      const statuses = guesses.map((r) => r.status);
+      expect(statuses.filter((s) => s === 401)).toHaveLength(10);
+      expect(statuses.filter((s) => s === 429)).toHaveLength(20);
+      await expectProblem(await me(), 429);
+    });
+
     describe('per IP', () => {
       let fresh: RunningServer;
       beforeAll(async () => {

@@ -264,4 +264,26 @@ describe.runIf(REDIS_URL)('login throttling shared through Redis', () => {
     expect(right.status).toBe(429);
     expect(Number(right.headers.get('retry-after'))).toBeGreaterThan(800);
   });
+
+  it('lets in concurrent right Basic requests on cold caches, and refuses a guessing burst after 10 failures', async () => {
+    await createUser(database, 'busy', 'busy-password-1');
+    const basic = `Basic ${Buffer.from('busy:busy-password-1').toString('base64')}`;
+    const burst = await Promise.all(
+      Array.from({ length: 16 }, (_, i) => fetch(`${servers[i % 2]!.url}/api/v1/users/me/`, { headers: { authorization: basic } })),
+    );
+    expect(burst.map((r) => r.status)).toEqual(Array(16).fill(200));
+
+    const guesses = await Promise.all(
+      Array.from({ length: 20 }, (_, i) =>
+        fetch(`${servers[i % 2]!.url}/api/v1/auth/token/`, {
+          method: 'POST',
+          headers: { 'content-type': FORM },
+          body: form({ username: 'busy', password: `guess-${i}` }),
+        }),
+      ),
+    );
+    const statuses = guesses.map((r) => r.status);
+    expect(statuses.filter((s) => s === 401)).toHaveLength(10);
+    expect(statuses.filter((s) => s === 429)).toHaveLength(10);
+  });
 });

@@ -1,9 +1,9 @@
 import type { Config } from '../config.js';
 import type { Storage } from '../db/database.js';
-import type { LimiterFactory } from '../http/throttling/request-throttle.js';
 import type { Authenticator } from '../http/caller.js';
+import type { LimiterFactory } from '../http/throttling/request-throttle.js';
 import { basicAuthentication, storeVerifier, type CredentialVerifier } from './authenticators.js';
-import { CredentialCache, cachedVerifier } from './credential-cache.js';
+import { CredentialCache } from './credential-cache.js';
 import { trustedOrigins } from './csrf.js';
 import type { Keys } from './keys.js';
 import { LoginThrottle, throttledVerifier } from './login-throttle.js';
@@ -45,11 +45,7 @@ export async function createAuthentication({ config, storage, keys, users, limit
   users.onPasswordChange((userId, changedAt) => passwordChanges.note(userId, changedAt));
 
   const cache = new CredentialCache(keys.derive('credential-cache'), passwordChanges, { ttlMs: CREDENTIAL_CACHE_TTL_MS });
-  const verify = throttledVerifier(
-    cachedVerifier(storeVerifier(users), cache),
-    new LoginThrottle(limiterFactory),
-    (username, password) => cache.get(username, password) !== null,
-  );
+  const verify = throttledVerifier(storeVerifier(users), new LoginThrottle(limiterFactory), cache);
   const accessTokens = new AccessTokens(await createKeyring(keys.derive('access-token')), config.accessTokenSeconds, passwordChanges);
   const refreshTokens = new RefreshTokens(storage.db, config.refreshTokenSeconds);
   const sessions = new SessionStore(storage.db, {

@@ -1,7 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import type { FastifyRequest } from 'fastify';
-import { describe, expect, it, vi } from 'vitest';
-import { CredentialCache, cachedVerifier } from './credential-cache.js';
+import { describe, expect, it } from 'vitest';
+import { CredentialCache } from './credential-cache.js';
 import { PasswordChangeLog } from './password-changes.js';
 import type { User } from '../http/caller.js';
 
@@ -87,28 +86,6 @@ describe('CredentialCache', () => {
     const changes = new PasswordChangeLog(1000);
     expect(() => new CredentialCache(randomBytes(32), changes, { maxEntries: 0 })).toThrow(RangeError);
     expect(() => new CredentialCache(randomBytes(32), changes, { ttlMs: 0 })).toThrow(RangeError);
-  });
-});
-
-describe('cachedVerifier', () => {
-  const request = {} as FastifyRequest;
-
-  it('checks a correct password in full once, then from the cache', async () => {
-    const { cache } = setup();
-    const inner = vi.fn(async (username: string, password: string) => (username === 'alice' && password === 'right-pw' ? alice : null));
-    const verify = cachedVerifier(inner, cache);
-    expect(await verify('alice', 'right-pw', request)).toEqual(alice);
-    expect(await verify('alice', 'right-pw', request)).toEqual(alice);
-    expect(inner).toHaveBeenCalledTimes(1);
-  });
-
-  it('checks a wrong password in full every time', async () => {
-    const { cache } = setup();
-    const inner = vi.fn(async () => null);
-    const verify = cachedVerifier(inner, cache);
-    for (let i = 0; i < 3; i++) expect(await verify('alice', 'wrong', request)).toBeNull();
-    expect(inner).toHaveBeenCalledTimes(3);
-    expect(cache.size).toBe(0);
   });
 });
 

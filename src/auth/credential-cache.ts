@@ -1,5 +1,4 @@
 import { createHmac } from 'node:crypto';
-import type { CredentialVerifier } from './authenticators.js';
 import type { PasswordChangeLog } from './password-changes.js';
 import type { User } from '../http/caller.js';
 
@@ -74,11 +73,14 @@ export class CredentialCache {
   }
 
   /**
-   * Runs `check` for these credentials unless the same check is already under way, in which case
-   * its result is shared; credentials that pass are remembered.
+   * Runs `check` for these credentials unless the same check for the same `scope` (the client's
+   * address) is already under way, in which case its result is shared; credentials that pass are
+   * remembered. The login throttle counts the check, so a burst of one client's requests with
+   * the same credentials is one attempt, not one each (issue 22, item 2), and a client cannot
+   * share another address's check.
    */
-  checkOnce(username: string, password: string, check: () => Promise<User | null>): Promise<User | null> {
-    const id = this.entryId(username, password);
+  checkOnce(username: string, password: string, scope: string, check: () => Promise<User | null>): Promise<User | null> {
+    const id = `${scope}\0${this.entryId(username, password)}`;
     let running = this.checking.get(id);
     if (running === undefined) {
       running = check()
@@ -102,11 +104,4 @@ export class CredentialCache {
       .update(password)
       .digest('base64');
   }
-}
-
-/** Wraps a verifier with the cache: a hit skips the slow check; a miss runs it and remembers a success. */
-export function cachedVerifier(inner: CredentialVerifier, cache: CredentialCache): CredentialVerifier {
-  return async function verifyCached(username, password, request) {
-    return cache.get(username, password) ?? cache.checkOnce(username, password, () => inner(username, password, request));
-  };
 }

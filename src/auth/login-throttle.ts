@@ -4,13 +4,16 @@ import type { Rate } from '../config.js';
 import { Throttled } from '../http/errors.js';
 import { memoryLimiter, type LimiterFactory } from '../http/throttling/request-throttle.js';
 import type { CredentialVerifier } from './authenticators.js';
+import type { CredentialCache } from './credential-cache.js';
+import type { User } from '../http/caller.js';
 
 /**
- * Brute-force protection (API.md §6, "Login throttling"): failed logins by any scheme count.
- * More than 10 failures for one username in 15 minutes, or 100 from one IP, answer 429 with
- * Retry-After for that username or IP until the window ends, correct password or not, since
- * otherwise the block would not slow a guesser down. The window is fixed and starts at the
- * first failure, as the request rate limit's does.
+ * Brute-force protection (API.md §6, "Login throttling"): failed logins by any scheme count, and
+ * only those: a right password, a refused attempt and a check the store could not make give
+ * their count back (issue 22, item 2). More than 10 failures for one username in 15 minutes, or
+ * 100 from one IP, answer 429 with Retry-After for that username or IP until the window ends,
+ * correct password or not, since otherwise the block would not slow a guesser down. The window
+ * is fixed and starts at the first attempt, as the request rate limit's does.
  *
  * Counted by rate-limiter-flexible through the same LimiterFactory as the request throttle, so
  * the counts are shared across processes whenever that factory is Redis-backed.
@@ -38,13 +41,16 @@ const CLEAR_FOR_MS = 1000;
 
 /**
  * A password check counted before it runs (`LoginThrottle.reserve`): it ends as a success, which
- * gives the count back, or as a failure, which keeps it.
+ * gives the count back, as a failure, which keeps it, or abandoned (the check threw), which gives
+ * it back too.
  */
 export interface LoginAttempt {
   /** The password was right: the attempt is not a failure and stops counting. */
   succeeded(): Promise<void>;
   /** The password was wrong: the attempt stays counted; throws Throttled when it crossed a limit. */
   failed(): void;
+  /** The password could not be checked (the user store failed): no failure, not counted. */
+  abandoned(): Promise<void>;
 }
 
 export class LoginThrottle {
@@ -87,28 +93,36 @@ export class LoginThrottle {
    * Counts an attempt before its password is checked, in one atomic increment per key (in memory
    * or in Redis), so that however many attempts arrive at once, no more than the limit allows
    * are ever checked (issue 11, finding 3: a burst of 300 all passed a separate check first).
-   * Throws Throttled when the username or the IP is already over its limit.
+   * Throws Throttled when the username or the IP is already over its limit; a refused attempt
+   * checks no password, so it gives back what it counted on both keys (else a busy client's
+   * refusals would add up to its IP's block, issue 22, item 2).
    */
   async reserve(username: string, ip: string): Promise<LoginAttempt> {
     const userKey = usernameKey(username);
     this.clearUntil.delete(`u:${userKey}`);
     this.clearUntil.delete(`i:${ip}`);
     const outcomes = await Promise.allSettled([this.byUsername.consume(userKey), this.byIp.consume(ip)]);
+    // Giving the count back is best effort: a store error must not fail a right password.
+    const giveBack = async () => {
+      await Promise.allSettled([this.byUsername.reward(userKey), this.byIp.reward(ip)]);
+    };
     const counted: RateLimiterRes[] = [];
     const blocked: RateLimiterRes[] = [];
     for (const outcome of outcomes) {
       if (outcome.status === 'fulfilled') counted.push(outcome.value);
-      // rate-limiter-flexible rejects with a RateLimiterRes when over the limit, an Error on a store failure.
+      // rate-limiter-flexible rejects with a RateLimiterRes when over the limit (having counted
+      // the point all the same), an Error on a store failure.
       else if (outcome.reason instanceof RateLimiterRes) blocked.push(outcome.reason);
       else throw outcome.reason;
     }
-    throwIfBlocked(blocked);
+    if (blocked.length > 0) {
+      await giveBack();
+      throwIfBlocked(blocked);
+    }
     const [user, address] = counted as [RateLimiterRes, RateLimiterRes];
     return {
-      succeeded: async () => {
-        // Giving the count back is best effort: a store error must not fail a right password.
-        await Promise.allSettled([this.byUsername.reward(userKey), this.byIp.reward(ip)]);
-      },
+      succeeded: giveBack,
+      abandoned: giveBack,
       failed: () =>
         throwIfBlocked([
           user.consumedPoints > this.limits.perUsername.limit ? user : null,
@@ -131,27 +145,41 @@ function throwIfBlocked(results: ReadonlyArray<RateLimiterRes | null>): void {
 }
 
 /**
- * Wraps a verifier with the throttle: refused while blocked, and every attempt counted before
- * its password is checked, given back if it was right. `isKnown` names credentials that
- * already passed the full check (the credential cache): those only look at the count, so a busy
- * Basic client costs no Redis writes and its own concurrency never counts against it.
+ * Wraps a verifier (the user store's slow check) with the throttle and the credential cache:
+ * refused while blocked, and every full check counted before the password is checked, given
+ * back if it was right. Credentials the cache knows only look at the count, so a busy Basic
+ * client costs no Redis writes. Concurrent requests of one address with the same credentials
+ * share one full check (`CredentialCache.checkOnce`), counted once while it runs: on a cold
+ * cache a burst of right passwords would otherwise fill the count with checks not yet known to
+ * succeed and be refused (issue 22, item 2). Each request of a failed shared check counts as a
+ * failure, and a burst of different guesses is counted one by one, so guessing is bounded as
+ * before.
  */
-export function throttledVerifier(
-  inner: CredentialVerifier,
-  throttle: LoginThrottle,
-  isKnown: (username: string, password: string) => boolean = () => false,
-): CredentialVerifier {
+export function throttledVerifier(inner: CredentialVerifier, throttle: LoginThrottle, cache: CredentialCache): CredentialVerifier {
   return async function verifyThrottled(username, password, request) {
-    if (isKnown(username, password)) {
+    if (cache.get(username, password)) {
       await throttle.check(username, request.ip);
-      const user = await inner(username, password, request);
+      // Asked again after the wait: a password change in between voids the entry.
+      const user = cache.get(username, password);
       if (user) return user;
-      // The entry was void by the time it was used (a password change): a full check after all.
     }
-    const attempt = await throttle.reserve(username, request.ip);
-    const user = await inner(username, password, request);
-    if (user) await attempt.succeeded();
-    else attempt.failed();
+    let checked = false;
+    const user = await cache.checkOnce(username, password, request.ip, async () => {
+      checked = true;
+      const attempt = await throttle.reserve(username, request.ip);
+      let user: User | null;
+      try {
+        user = await inner(username, password, request);
+      } catch (error) {
+        await attempt.abandoned();
+        throw error;
+      }
+      if (user) await attempt.succeeded();
+      else attempt.failed();
+      return user;
+    });
+    // A request that shared another's failed check is a failed login of its own, as before.
+    if (!user && !checked) (await throttle.reserve(username, request.ip)).failed();
     return user;
   };
 }

@@ -11,6 +11,16 @@ const SOCKET_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE'
  */
 const POSTGRES_STATES = /^(08...|57P0[1-3]|53300)$/;
 
+/**
+ * 55000 (object not in prerequisite state) is also what a query gets for its own mistakes
+ * (`currval` before `nextval`); only as a connection's fatal error does it mean the database is
+ * closed for maintenance (`ALTER DATABASE … ALLOW_CONNECTIONS false`; issue 22, item 21).
+ * `routine` names the server's C function and, unlike `severity`, is never translated.
+ */
+function isDatabaseClosed(code: unknown, severity: unknown, routine: unknown): boolean {
+  return code === '55000' && (severity === 'FATAL' || routine === 'CheckMyDatabase');
+}
+
 /** node-postgres's own messages for a lost or never-made connection (it sets no code on them). */
 const POSTGRES_MESSAGES = /^(Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error)/;
 
@@ -20,8 +30,16 @@ const SQLITE_CODES = /^SQLITE_(BUSY|LOCKED|IOERR|CANTOPEN|FULL)/;
 /** Whether `error` (or what it wraps) means the database is unreachable or unusable for now. */
 export function isDatabaseUnavailable(error: unknown, depth = 0): boolean {
   if (depth > 3 || typeof error !== 'object' || error === null) return false;
-  const { code, message, cause, errors } = error as { code?: unknown; message?: unknown; cause?: unknown; errors?: unknown };
+  const { code, message, severity, routine, cause, errors } = error as {
+    code?: unknown;
+    message?: unknown;
+    severity?: unknown;
+    routine?: unknown;
+    cause?: unknown;
+    errors?: unknown;
+  };
   if (typeof code === 'string' && (SOCKET_CODES.has(code) || POSTGRES_STATES.test(code) || SQLITE_CODES.test(code))) return true;
+  if (isDatabaseClosed(code, severity, routine)) return true;
   if (typeof message === 'string' && POSTGRES_MESSAGES.test(message)) return true;
   // An AggregateError (a host with several addresses, all refused) or a wrapped cause.
   if (Array.isArray(errors) && errors.some((inner) => isDatabaseUnavailable(inner, depth + 1))) return true;

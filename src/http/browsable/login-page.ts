@@ -7,10 +7,21 @@ import type { User } from '../caller.js';
 
 export const LOGIN_PATH = '/api/v1/auth/login/';
 
-/** A `next` that stays on this site (no `//host`, no scheme), else the API root. */
+/** Stands for this site's origin when resolving `next`: only whether it stays the same matters. */
+const SITE = 'http://restwire.invalid';
+
+/**
+ * Where to go after logging in: `next` when it is a path on this site, else the API root.
+ * URL parsers drop tabs and newlines and read a backslash as `/`, so `/<tab>/host` or
+ * `/<backslash>host` would leave the site (issue 22, item 9): any control character, whitespace
+ * or backslash is refused, then the path must start with one `/` and resolve to this origin.
+ * The resolved path is returned, so the page holds exactly where the browser will go.
+ */
 export function safeNext(path: string): string {
   const next = new URLSearchParams(path.split('?')[1] ?? '').get('next') ?? '';
-  return next.startsWith('/') && !next.startsWith('//') && !next.startsWith('/\\') ? next : '/api/v1/';
+  if (/[\u0000-\u001f\u007f\\\s]/u.test(next) || !next.startsWith('/') || next.startsWith('//')) return '/api/v1/';
+  const url = new URL(next, SITE);
+  return url.origin === SITE ? `${url.pathname}${url.search}${url.hash}` : '/api/v1/';
 }
 
 export function loginPage(path: string, user: User | null): string {
