@@ -15,7 +15,7 @@
 
 import { sql } from 'kysely';
 import type { Operation } from './migration-operations.js';
-import type { AnyDb } from './migrations.js';
+import type { AnyDb } from './schema-editor/base.js';
 import { columnOf, joinTableOf, scaleOf, type FieldState, type SchemaState } from './schema-state.js';
 
 /** A migration would delete stored data and `allowDataLoss` is not set; nothing was applied. */

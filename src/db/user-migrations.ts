@@ -9,7 +9,7 @@ import { Migrator, type Migration } from 'kysely';
 import { DataLossError, DataLossGuard } from './data-loss-guard.js';
 import type { MigrationFile } from './migration-files.js';
 import { applyOperation } from './migration-operations.js';
-import type { AnyDb } from './migrations.js';
+import type { AnyDb } from './schema-editor/base.js';
 import { schemaEditorFor } from './schema-editor/factory.js';
 import type { SchemaState } from './schema-state.js';
 

@@ -1,15 +1,14 @@
 // What a migration operation does to the tables, the part both databases share: create tables,
 // join tables and indexes, drop them, move a `references` field's rows to a renamed join table,
-// rescale a decimal. What differs — changing a column in place, casting,
+// rescale a decimal. What differs — changing a column in place, casting, the primary key's type,
 // foreign-key enforcement during a migration — is left to one subclass per database, as Django's
 // `BaseDatabaseSchemaEditor` leaves it to `db/backends/<vendor>/schema.py`: `sqlite.ts` and
 // `postgres.ts`, one of which `factory.ts` picks for a connection. Table and column names follow
 // `schema-state.ts`; an editor trusts the data-loss guard (`data-loss-guard.ts`) to have refused
 // an operation the stored rows cannot take before it is asked to apply it.
 
-import { sql, type RawBuilder } from 'kysely';
+import { sql, type Kysely, type RawBuilder } from 'kysely';
 import type { Operation } from '../migration-operations.js';
-import { primaryKeyType, type AnyDb } from '../migrations.js';
 import {
   columnOf,
   columnTypeOf,
@@ -22,6 +21,10 @@ import {
   type FieldState,
   type SchemaState,
 } from '../schema-state.js';
+
+// Migrations run against an untyped Kysely: the typed schema describes the result, not the steps.
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- Kysely's own migration type
+export type AnyDb = Kysely<any>;
 
 /** One field's column changing in place (an `alterField` operation), as a dialect needs it. */
 export interface ColumnChange {
@@ -42,6 +45,9 @@ export interface ColumnChange {
 /** The SQL of migration operations on one database; `factory.ts` picks the subclass. */
 export abstract class SchemaEditor {
   constructor(protected readonly db: AnyDb) {}
+
+  /** An auto-incrementing integer primary key that is never reused. */
+  abstract primaryKeyType(): RawBuilder<unknown>;
 
   /**
    * Runs all of one `migrate`'s files with foreign keys unenforced where the database's table
@@ -120,7 +126,7 @@ export abstract class SchemaEditor {
   }
 
   protected async createTable(table: string, collection: CollectionState) {
-    let builder = this.db.schema.createTable(table).addColumn('id', primaryKeyType(this.db));
+    let builder = this.db.schema.createTable(table).addColumn('id', this.primaryKeyType());
     for (const column of columnsOf(collection)) {
       builder = builder.addColumn(column.name, column.type, (c) => {
         if (column.notNull) c = c.notNull();

@@ -9,6 +9,10 @@ import { columnsOf, SchemaEditor, type ColumnChange } from './base.js';
 
 /** Changes tables on PostgreSQL in place. */
 export class PostgresSchemaEditor extends SchemaEditor {
+  primaryKeyType(): RawBuilder<unknown> {
+    return sql`bigserial primary key`;
+  }
+
   protected cast(ref: RawBuilder<unknown>, type: string): RawBuilder<unknown> {
     return sql`${ref}::${sql.raw(type)}`;
   }

@@ -9,11 +9,14 @@
 
 import { sql, type Expression, type RawBuilder } from 'kysely';
 import { columnOf, columnTypeOf, type CollectionState, type FieldState } from '../schema-state.js';
-import type { AnyDb } from '../migrations.js';
-import { columnsOf, SchemaEditor, type ColumnChange } from './base.js';
+import { columnsOf, SchemaEditor, type AnyDb, type ColumnChange } from './base.js';
 
 /** Changes tables on SQLite by rebuilding them. */
 export class SqliteSchemaEditor extends SchemaEditor {
+  primaryKeyType(): RawBuilder<unknown> {
+    return sql`integer primary key autoincrement`;
+  }
+
   /** Runs `run` on one connection with foreign keys off, turned back on after (see above). */
   override withoutForeignKeyEnforcement<T>(run: (db: AnyDb) => Promise<T>): Promise<T> {
     return this.db.connection().execute(async (connection) => {
