@@ -2,7 +2,7 @@
 // changes a SchemaState (`applyOperation`, `replay`), how it reads to a reviewer
 // (`describeOperation`), and the autodetector that finds the steps between two states
 // (`diffStates`, after Django's `MigrationAutodetector`). Pure: no I/O, no SQL — the SQL for each
-// step is `user-migrations.ts`'s business.
+// step is the schema editors' business (`schema-editor/`).
 
 import { columnOf, indexColumnOf, type CollectionState, type FieldState, type SchemaState } from './schema-state.js';
 

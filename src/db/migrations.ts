@@ -1,16 +1,10 @@
-import { Migrator, PostgresAdapter, sql, type Kysely, type Migration, type MigrationProvider } from 'kysely';
+// restwire's own migrations: the tables of users, sessions, tokens, experiences, webhooks and
+// deliveries (`schema.ts` describes the result). One list serves both databases; the one column
+// type that differs, the auto-incrementing primary key, comes from the database's schema editor.
 
-// Migrations run against an untyped Kysely: the typed schema describes the result, not the steps.
-// eslint-disable-next-line @typescript-eslint/no-explicit-any -- Kysely's own migration type
-export type AnyDb = Kysely<any>;
-
-/** Whether a migration runs on PostgreSQL (else SQLite). */
-export const isPostgres = (db: AnyDb): boolean => db.getExecutor().adapter instanceof PostgresAdapter;
-
-/** An auto-incrementing integer primary key that is never reused, on either dialect. */
-export function primaryKeyType(db: AnyDb) {
-  return isPostgres(db) ? sql`bigserial primary key` : sql`integer primary key autoincrement`;
-}
+import { Migrator, sql, type Migration, type MigrationProvider } from 'kysely';
+import type { AnyDb } from './schema-editor/base.js';
+import { schemaEditorFor } from './schema-editor/factory.js';
 
 /**
  * One ordered list serves SQLite and PostgreSQL (API.md §0). Append new migrations; never edit
@@ -19,6 +13,7 @@ export function primaryKeyType(db: AnyDb) {
 const MIGRATIONS: Record<string, Migration> = {
   '0001_initial': {
     async up(db) {
+      const editor = schemaEditorFor(db);
       await db.schema
         .createTable('settings')
         .addColumn('key', 'varchar(100)', (c) => c.primaryKey())
@@ -27,7 +22,7 @@ const MIGRATIONS: Record<string, Migration> = {
 
       await db.schema
         .createTable('users')
-        .addColumn('id', primaryKeyType(db))
+        .addColumn('id', editor.primaryKeyType())
         .addColumn('username', 'varchar(150)', (c) => c.notNull().unique())
         .addColumn('password_hash', 'text', (c) => c.notNull())
         .addColumn('password_changed_at', 'bigint', (c) => c.notNull())
@@ -36,7 +31,7 @@ const MIGRATIONS: Record<string, Migration> = {
 
       await db.schema
         .createTable('experiences')
-        .addColumn('id', primaryKeyType(db))
+        .addColumn('id', editor.primaryKeyType())
         .addColumn('title', 'text', (c) => c.notNull())
         .addColumn('q_like_dislike', 'text', (c) => c.notNull())
         .addColumn('owner_id', 'bigint', (c) => c.notNull().references('users.id'))
@@ -71,7 +66,7 @@ const MIGRATIONS: Record<string, Migration> = {
 
       await db.schema
         .createTable('webhooks')
-        .addColumn('id', primaryKeyType(db))
+        .addColumn('id', editor.primaryKeyType())
         .addColumn('owner_id', 'bigint', (c) => c.notNull().references('users.id').onDelete('cascade'))
         .addColumn('target_url', 'text', (c) => c.notNull())
         .addColumn('events', 'text', (c) => c.notNull())
@@ -91,7 +86,7 @@ const MIGRATIONS: Record<string, Migration> = {
 
       await db.schema
         .createTable('deliveries')
-        .addColumn('id', primaryKeyType(db))
+        .addColumn('id', editor.primaryKeyType())
         .addColumn('guid', 'varchar(36)', (c) => c.notNull())
         .addColumn('webhook_id', 'bigint', (c) => c.notNull().references('webhooks.id').onDelete('cascade'))
         .addColumn('event', 'varchar(64)', (c) => c.notNull())

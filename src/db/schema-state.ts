@@ -1,8 +1,8 @@
 /**
  * What the database holds for the user's declared collections, as plain data: the state a set of
  * migration files describes (replayed in order) and the state the declarations ask for. The
- * migration autodetector compares two of these (RESOURCES.md §5); `user-migrations.ts` turns the
- * operations between them into SQL on SQLite and PostgreSQL.
+ * migration autodetector compares two of these (RESOURCES.md §5); the schema editors
+ * (`schema-editor/`) turn the operations between them into SQL on SQLite and PostgreSQL.
  *
  * How a collection maps to tables (the one place these rules are written down):
  * - table `<collection>`: `id` (auto-increment, never reused), then a column per field,
@@ -107,6 +107,13 @@ export function columnTypeOf(field: Pick<FieldState, 'type'>): 'bigint' | 'integ
     default:
       return 'text';
   }
+}
+
+/** Digits after the point as stored: integer 0, decimal its decimalPlaces; null for other types. */
+export function scaleOf(field: FieldState): number | null {
+  if (field.type === 'integer') return 0;
+  if (field.type === 'decimal') return field.decimalPlaces ?? 0;
+  return null;
 }
 
 /**

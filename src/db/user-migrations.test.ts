@@ -11,15 +11,10 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { openStorage, type Storage } from './database.js';
 import type { MigrationFile } from './migration-files.js';
 import type { Operation } from './migration-operations.js';
-import type { AnyDb } from './migrations.js';
+import { collectionsWithRows, DataLossError } from './data-loss-guard.js';
+import type { AnyDb } from './schema-editor/base.js';
 import type { FieldState } from './schema-state.js';
-import {
-  applyUserMigrations,
-  collectionsWithRows,
-  DataLossError,
-  pendingUserMigrations,
-  UserMigrationError,
-} from './user-migrations.js';
+import { applyUserMigrations, pendingUserMigrations, UserMigrationError } from './user-migrations.js';
 
 const title: FieldState = { type: 'string', null: false, unique: false, maxLength: 200 };
 const optional: FieldState = { type: 'string', null: true, unique: false, maxLength: 200 };
