@@ -1,26 +1,26 @@
 import { sql, type CompiledQuery } from 'kysely';
-import type { Storage } from '../db/database.js';
-import { columnOf, joinTableOf, uniqueIndexOf } from '../db/schema-state.js';
-import { assertRecordMatches } from '../http/conditional.js';
-import { Conflict, InvalidQuery, NotFound, ValidationError, type FieldErrors } from '../http/errors.js';
-import { CursorCodec, parsePageRequest, type PageRequest } from '../http/pagination.js';
-import { isFormData, type RequestData } from '../http/parsers.js';
-import { parseId, recordPath } from '../http/paths.js';
-import { permissionDenied } from '../http/pipeline.js';
-import type { Condition, DynamicDb, Row } from '../db/dynamic-tables.js';
-import { CSV_TYPE, HTML_TYPE, JSON_TYPE } from '../http/renderers.js';
-import type { Action, ApiRequest, View } from '../http/view.js';
-import { parseField, readReference, type Field, type ParseContext } from './fields.js';
-import { buildFilters, readFilterParams } from './filters.js';
-import { fetchKeysetPage, pageResponse } from './keyset.js';
+import type { Storage } from '../../db/database.js';
+import { columnOf, joinTableOf, uniqueIndexOf } from '../../db/schema-state.js';
+import { assertRecordMatches } from '../../http/conditional.js';
+import { Conflict, InvalidQuery, NotFound, ValidationError, type FieldErrors } from '../../http/errors.js';
+import { CursorCodec, parsePageRequest, type PageRequest } from '../../http/pagination.js';
+import { isFormData, type RequestData } from '../../http/parsers.js';
+import { parseId, recordPath } from '../../http/paths.js';
+import { permissionDenied } from '../../http/pipeline.js';
+import type { Condition, DynamicDb, Row } from '../../db/dynamic-tables.js';
+import { CSV_TYPE, HTML_TYPE, JSON_TYPE } from '../../http/renderers.js';
+import type { Action, ApiRequest, View } from '../../http/view.js';
+import { parseField, readReference, type Field, type ParseContext } from '../fields.js';
+import { buildFilters, readFilterParams } from '../filters.js';
+import { fetchKeysetPage, pageResponse } from '../keyset.js';
 import {
   loadReferenceLists,
   loadRelatedLists,
   missingReferences,
   referrersOf,
   type CollectionLookup,
-} from './relations.js';
-import { collectionPathOf, recordRouteOf, representationFields, type ActionContext, type Change, type ChangeListener, type Resource } from './resource.js';
+} from '../relations.js';
+import { collectionPathOf, recordRouteOf, representationFields, type ActionContext, type Change, type ChangeListener, type Resource } from '../resource.js';
 
 // The generic viewset (DRF's ModelViewSet): one machine turns any declaration into its two views,
 // the collection and the record, with list, create, retrieve, update, partial update and destroy.
