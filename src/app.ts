@@ -24,7 +24,7 @@ import { buildRegistry, type Registry } from './resources/registry.js';
 import type { ChangeListener } from './resources/resource.js';
 import { rootView } from './resources/root.js';
 import { meView } from './resources/users.js';
-import { buildViewSet, type ViewSet } from './resources/viewset.js';
+import { buildViewSet, type ViewSet } from './resources/viewset/index.js';
 import type { RedisStore } from './http/throttling/redis-store.js';
 import { RequestThrottle, memoryLimiter, type LimiterFactory } from './http/throttling/request-throttle.js';
 import { VERSION } from './version.js';

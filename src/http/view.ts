@@ -64,7 +64,7 @@ export interface Action {
 
 /**
  * An endpoint: a path and the actions it offers. Views are data; `pipeline.ts` runs every one
- * through the same stages, and `viewset.ts` builds them from resource declarations.
+ * through the same stages, and `resources/viewset/` builds them from resource declarations.
  */
 export interface View {
   /** Human name, used as the HTML title and in OPTIONS metadata. */

@@ -12,7 +12,7 @@ import { MESSAGES } from '../http/messages.js';
 import type { RequestData } from '../http/parsers.js';
 import { JSON_TYPE } from '../http/renderers.js';
 import type { Action, ApiResponse, View } from '../http/view.js';
-import type { ViewSet } from './viewset.js';
+import type { ViewSet } from './viewset/index.js';
 
 /**
  * The sign-in endpoints (API.md §3): tokens for programs, sessions for browsers, and signup

@@ -1,6 +1,6 @@
 // Relations between declared collections (RESOURCES.md §2): loading `references` lists and reverse
 // lists for a page of records (one query per relation, never one per record), and checking that
-// every referenced record exists. Deleting a referenced record is the viewset's (`viewset.ts`),
+// every referenced record exists. Deleting a referenced record is the viewset's (`viewset/delete-rules.ts`),
 // since each affected record raises its own event.
 
 import type { DynamicDb } from '../db/dynamic-tables.js';

@@ -2,7 +2,7 @@ import { allowAny, isAuthenticated } from '../auth/permissions.js';
 import type { View } from '../http/view.js';
 import { field } from './fields/index.js';
 import { defineBuiltinResource, type Resource } from './resource.js';
-import { RECORD_MEDIA_TYPES, type ViewSet } from './viewset.js';
+import { RECORD_MEDIA_TYPES, type ViewSet } from './viewset/index.js';
 
 /**
  * Users, read-only (API.md §2). Each shows the paths of the records it owns in every collection

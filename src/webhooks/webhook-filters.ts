@@ -100,7 +100,7 @@ export class WebhookFilters {
   /**
    * The queries answering these condition lists, one column each, compiled once per set of
    * filters: building a query of a few thousand terms with Kysely on every write would cost more
-   * than running it (as viewset.ts's inserts, issue #6).
+   * than running it (as the viewset's inserts, viewset/writes.ts, issue #6).
    */
   private queries(resource: Resource, lists: readonly (readonly Condition[])[]): readonly CompiledQuery<Record<string, unknown>>[] {
     const known = this.compiled.get(resource.name);

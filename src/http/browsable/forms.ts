@@ -1,9 +1,9 @@
 import { html } from 'ghtml';
 import type { View } from '../view.js';
 
-// Forms generated from a view's OPTIONS metadata, which `resources/viewset.ts` builds from the
-// field declarations (RESOURCES.md §2), so a declared collection gets its forms with no extra
-// work. One control per field type, each with a label, its limits as HTML attributes, and a slot
+// Forms generated from a view's OPTIONS metadata, which `resources/viewset/metadata.ts` builds
+// from the field declarations (RESOURCES.md §2), so a declared collection gets its forms with no
+// extra work. One control per field type, each with a label, its limits as HTML attributes, and a slot
 // for the server's message. `assets/browsable.js` submits them as JSON (with the CSRF header
 // and If-Match) and puts each validation error beside its field.
 

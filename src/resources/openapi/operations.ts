@@ -113,7 +113,7 @@ const ACTION_OF: Record<OperationVerb, string> = {
   DELETE: 'destroy',
 };
 
-// The viewset's routes (`viewset.ts`): which action each method of the two views runs.
+// The viewset's routes (`viewset/index.ts`): which action each method of the two views runs.
 const COLLECTION_ACTIONS: Partial<Record<OperationVerb, ActionName>> = { GET: 'list', POST: 'create' };
 const RECORD_ACTIONS: Partial<Record<OperationVerb, ActionName>> = { GET: 'retrieve', PUT: 'update', PATCH: 'partial_update', DELETE: 'destroy' };
 

@@ -1,0 +1,85 @@
+// A write's input, checked (DRF's serializer `is_valid`): each field parses its value from the
+// request data, then, in the write's transaction, what only the database can judge: that every
+// referenced record exists and that unique fields are unique. Every problem is reported at once.
+
+import { columnOf } from '../../db/schema-state.js';
+import type { DynamicDb } from '../../db/dynamic-tables.js';
+import { ValidationError, type FieldErrors } from '../../http/errors.js';
+import { MESSAGES } from '../../http/messages.js';
+import { isFormData, type RequestData } from '../../http/parsers.js';
+import { parseField, type ParseContext } from '../fields/field.js';
+import { readReference } from '../fields/relations.js';
+import { missingReferences, type CollectionLookup } from '../relations.js';
+import type { Resource } from '../resource.js';
+
+/** A collection's input checks; `context` is PUBLIC_URL and the collections, for reading references. */
+export function buildInputChecks(resource: Resource, context: ParseContext, lookup: CollectionLookup) {
+  const table = resource.table;
+  const fieldEntries = Object.entries(resource.fields);
+  const writable = fieldEntries.filter(([, field]) => !field.readOnly);
+  const manyFields = fieldEntries.filter(([, field]) => field.type === 'references');
+  const label = resource.label.toLowerCase();
+
+  /** Checks a body's fields by their declarations; every failing field is reported at once. */
+  function readInput(data: RequestData, partial: boolean): { values: Record<string, unknown>; errors: FieldErrors } {
+    const values: Record<string, unknown> = {};
+    const errors: FieldErrors = {};
+    const parseContext = isFormData(data) ? { ...context, form: true } : context;
+    for (const [name, field] of writable) {
+      if (!Object.prototype.hasOwnProperty.call(data, name)) {
+        if (!partial && field.required) errors[name] = [MESSAGES.required];
+        continue;
+      }
+      const result = parseField(field, data[name], parseContext);
+      if (result.ok) values[name] = result.value;
+      else errors[name] = result.errors;
+    }
+    return { values, errors };
+  }
+
+  /** Whether a body needs the database to be judged (references, unique fields). */
+  function hasStoredChecks(data: RequestData): boolean {
+    return fieldEntries.some(([name, field]) => (field.to !== undefined || field.unique) && name in data);
+  }
+
+  /** DRF's UniqueValidator: "book with this isbn already exists." (the database decides races). */
+  async function duplicateValues(executor: DynamicDb, values: Record<string, unknown>, exceptId: number | null): Promise<FieldErrors> {
+    const errors: FieldErrors = {};
+    for (const [name, value] of Object.entries(values)) {
+      const field = resource.fields[name]!;
+      if (!field.unique || value === null) continue;
+      let query = executor.selectFrom(table).select('id').where(columnOf(name, field)!, '=', value);
+      if (exceptId !== null) query = query.where('id', '!=', exceptId);
+      if (await query.executeTakeFirst()) errors[name] = [uniqueMessage(name)];
+    }
+    return errors;
+  }
+
+  /** The message of a value already taken, for the check and for the race the database catches. */
+  const uniqueMessage = (name: string) => `${label} with this ${name.replace(/_/g, ' ')} already exists.`;
+
+  /** Relations and uniqueness, checked in the write's transaction; all problems in one 400. */
+  async function checkAgainstStored(
+    executor: DynamicDb,
+    data: RequestData,
+    values: Record<string, unknown>,
+    errors: FieldErrors,
+    exceptId: number | null,
+  ) {
+    const checked = { ...values };
+    for (const name of Object.keys(errors)) delete checked[name];
+    // A list with bad items still has every missing record reported (one message per item);
+    // not a list refused for its length, whose ids would not fit in one query (issue 22 item 8).
+    for (const [name, field] of manyFields) {
+      const items = data[name];
+      if (!errors[name] || !Array.isArray(items) || items.length > field.maxItems!) continue;
+      const readable = (items as unknown[]).map((item) => readReference(item, field.to!, context)).filter((item) => 'id' in item);
+      const missing = await missingReferences(executor, resource, { [name]: readable.map((item) => (item as { id: number }).id) }, lookup);
+      errors[name]!.push(...(missing[name] ?? []));
+    }
+    Object.assign(errors, await missingReferences(executor, resource, checked, lookup), await duplicateValues(executor, checked, exceptId));
+    if (Object.keys(errors).length) throw new ValidationError(errors);
+  }
+
+  return { readInput, hasStoredChecks, checkAgainstStored, uniqueMessage };
+}

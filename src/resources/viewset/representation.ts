@@ -1,0 +1,67 @@
+// How the viewset shows rows (DRF's `to_representation`): a record's url and id, its shown fields,
+// owner, reverse lists and timestamps. A page's relations are read in one query per relation, not
+// one per row; a built-in collection adds what it shows beyond its fields with `hooks.represent`.
+
+import { columnOf } from '../../db/schema-state.js';
+import type { DynamicDb, Row } from '../../db/dynamic-tables.js';
+import { recordPath } from '../../http/paths.js';
+import { loadReferenceLists, loadRelatedLists, type CollectionLookup } from '../relations.js';
+import type { Resource } from '../resource.js';
+
+// Formatting dates was a tenth of a page's time (issue #6 profile); the same records are read
+// again and again, so their timestamps' text is remembered (a bounded map, reset when full:
+// every create adds a timestamp never read again, and a bigger map only grew the heap).
+const isoText = new Map<number, string>();
+function toIso(ms: unknown): string {
+  const value = Number(ms);
+  let text = isoText.get(value);
+  if (text === undefined) {
+    if (isoText.size >= 4096) isoText.clear();
+    text = new Date(value).toISOString();
+    isoText.set(value, text);
+  }
+  return text;
+}
+
+/** A collection's `represent` and `representOne`, reading through `db` unless given another executor. */
+export function buildRepresentation(resource: Resource, db: DynamicDb, lookup: CollectionLookup) {
+  const { hooks, nestedUnder } = resource;
+  /** A record's own path (a nested one names its parent's id). */
+  const urlOf = (row: Row): string =>
+    nestedUnder ? `/api/v1/${nestedUnder.collection}/${Number(row[nestedUnder.column])}/${resource.name}/${row.id}/` : recordPath(resource.name, row.id);
+  const fieldEntries = Object.entries(resource.fields);
+  const shown = fieldEntries.filter(([, field]) => !field.writeOnly);
+  const shownInList = shown.filter(([name]) => !resource.detailOnly.includes(name));
+  const manyFields = fieldEntries.filter(([, field]) => field.type === 'references');
+  const hasRelations = manyFields.length > 0 || Object.keys(resource.related).length > 0;
+
+  /** Representations of rows, with relations loaded in one query per relation for the whole page. */
+  async function represent(rows: readonly Row[], executor: DynamicDb = db, detail = false): Promise<Record<string, unknown>[]> {
+    const ids = hasRelations ? rows.map((row) => row.id) : [];
+    const lists = manyFields.length ? await loadReferenceLists(executor, resource, ids) : null;
+    const related = Object.keys(resource.related).length ? await loadRelatedLists(executor, resource, ids, lookup) : null;
+    const outs = rows.map((row) => {
+      const out: Record<string, unknown> = { url: urlOf(row), id: row.id };
+      for (const [name, field] of detail ? shown : shownInList) {
+        if (field.type === 'references') out[name] = field.show(lists!.get(name)!.get(row.id) ?? []);
+        else out[name] = field.show(row[columnOf(name, field)!]);
+      }
+      if (resource.owner) out.owner = recordPath('users', Number(row.owner_id));
+      if (related) for (const [name, byRecord] of related) out[name] = byRecord.get(row.id) ?? [];
+      if (resource.timestamps) {
+        out.created_at = toIso(row.created_at);
+        out.updated_at = toIso(row.updated_at);
+      }
+      return out;
+    });
+    if (hooks.represent) await hooks.represent(rows, outs, { detail, executor });
+    return outs;
+  }
+
+  /** One row's representation (`detail`: with the fields only a record's page shows). */
+  async function representOne(row: Row, executor: DynamicDb = db, detail = false): Promise<Record<string, unknown>> {
+    return (await represent([row], executor, detail))[0]!;
+  }
+
+  return { represent, representOne };
+}
