@@ -357,7 +357,7 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
     try {
       result = await storage.transact((trx) => work(trx as unknown as DynamicDb, notify));
     } catch (error) {
-      throw constraintError(error) ?? error;
+      throw hooks.constraintError?.(error) ?? constraintError(error) ?? error;
     }
     for (const callback of afterCommit) callback();
     return result;
@@ -523,6 +523,8 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
 
   const create: Action = {
     permission: resource.permission,
+    // Described by the declaration's own words when it has them (signup), else from the fields.
+    ...(resource.createDocs ? { docs: resource.createDocs } : {}),
     async handle(request) {
       const data = await request.data();
       const { values, errors } = readInput(data, false);
@@ -642,12 +644,13 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
     label: field.label ?? name.charAt(0).toUpperCase() + name.slice(1).replace(/_/g, ' '),
     ...field.metadata(),
   });
-  // As DRF's metadata: the collection describes its POST, a record its PUT.
-  const metadata = (preferred: 'POST' | 'PUT') => () => ({
+  // As DRF's SimpleMetadata: a view describes the write it has, the collection its POST, a record
+  // its PUT (a record of a collection with create but no update, as signup's users, has none).
+  const metadata = (method: 'POST' | 'PUT') => () => ({
     actions:
-      has('create') || has('update')
+      (method === 'POST' ? has('create') || has('update') : has('update'))
         ? {
-            [(preferred === 'PUT' ? has('update') : !has('create')) ? 'PUT' : 'POST']: Object.fromEntries([
+            [method === 'PUT' || !has('create') ? 'PUT' : 'POST']: Object.fromEntries([
               ['url', readOnly('field', 'Url')],
               ['id', readOnly('integer', 'ID')],
               ...fieldEntries.map(([name, field]) => [name, describeField(name, field)]),
@@ -690,10 +693,10 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
     metadata: metadata('PUT'),
   };
 
-  // DRF's @action routes: each runs behind the collection's permission, with the scoped record.
+  // DRF's @action routes: each runs behind its own permission or the collection's, with the scoped record.
   const actionContext: ActionContext = {
-    async loadRow(request) {
-      const row = await loadRow(db, parseId(request.params[recordParam]), false, request);
+    async loadRow(request, id) {
+      const row = await loadRow(db, id ?? parseId(request.params[recordParam]), false, request);
       checkObjectPermission(request, row);
       return row;
     },
@@ -704,8 +707,15 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
     name: extra.name,
     description: extra.description,
     path: `${extra.detail ? detail.path : collectionPath}${extra.path}`,
-    mediaTypes: [JSON_TYPE],
-    actions: { POST: { permission: resource.permission, ...(extra.docs ? { docs: extra.docs } : {}), handle: (request) => extra.handle(request, actionContext) } },
+    // A GET answers with a record, rendered as the collection's are (`users/me/`).
+    ...(extra.method === 'GET' ? { mediaTypes: RECORD_MEDIA_TYPES, columns: collection.columns } : { mediaTypes: [JSON_TYPE] }),
+    actions: {
+      [extra.method ?? 'POST']: {
+        permission: extra.permission ?? resource.permission,
+        ...(extra.docs ? { docs: extra.docs } : {}),
+        handle: (request: ApiRequest) => extra.handle(request, actionContext),
+      },
+    },
   }));
 
   const self = { resource, db, collection, detail, views: [collection, detail, ...extraViews], filters: [...filters.values()], represent, representOne, loadRow, deleteRecord, deleteBatch, clearReferences };
