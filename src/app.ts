@@ -18,12 +18,12 @@ import { createPipeline } from './http/pipeline.js';
 import { clientErrorHandler, createProblemHandler, frameworkErrorHandler, notFoundHandler } from './http/problem-handler.js';
 import { securityHeaders } from './http/security-headers.js';
 import { METHODS, type View } from './http/view.js';
-import { authViews, withSignup } from './resources/auth-views.js';
+import { authViews } from './resources/auth-views.js';
 import { docsViews } from './resources/openapi/docs.js';
 import { buildRegistry, type Registry } from './resources/registry.js';
 import type { ChangeListener } from './resources/resource.js';
 import { rootView } from './resources/root.js';
-import { meView } from './resources/users.js';
+import { withSignup } from './resources/users.js';
 import { buildViewSet, type ViewSet } from './resources/viewset/index.js';
 import type { RedisStore } from './http/throttling/redis-store.js';
 import { RequestThrottle, memoryLimiter, type LimiterFactory } from './http/throttling/request-throttle.js';
@@ -154,6 +154,8 @@ export async function buildApp(config: Config, storage: Storage, options: AppOpt
     : () => dispatcher.wake();
   // The registry drives everything below: routes, the root, events, related lists, OpenAPI.
   const registry = options.registry ?? buildRegistry(null);
+  // API.md §6: signup is the users collection's create, only while ALLOW_SIGNUP is on (else 405).
+  const served = [...registry.collections, config.allowSignup ? withSignup(registry.users) : registry.users];
   const repositoryIds = await assignRepositoryIds(storage, registry.collections);
   const viewSets = new Map<string, ViewSet>();
   // Webhook filters are read by the list filters of the collection's viewset (issue 14).
@@ -163,19 +165,14 @@ export async function buildApp(config: Config, storage: Storage, options: AppOpt
     storage,
     cursors,
     listeners,
-    context: { form: false, publicUrl: config.publicUrl, collections: new Set(registry.all.map((resource) => resource.name)) },
-    collections: registry.all,
+    context: { form: false, publicUrl: config.publicUrl, collections: new Set(served.map((resource) => resource.name)) },
+    collections: served,
     viewSets,
   };
-  for (const resource of registry.all) viewSets.set(resource.name, buildViewSet(resource, viewSetOptions));
-  const userViews = viewSets.get('users')!;
+  for (const resource of served) viewSets.set(resource.name, buildViewSet(resource, viewSetOptions));
   const views: View[] = [
     rootView([...registry.collections.map((resource) => resource.name), 'users', 'webhooks', 'events']),
-    ...registry.collections.flatMap((resource) => viewSets.get(resource.name)!.views),
-    meView(userViews),
-    // API.md §6: signup is a POST on the users collection only while ALLOW_SIGNUP is on (else 405).
-    config.allowSignup ? withSignup(userViews.collection, userViews, userStore) : userViews.collection,
-    userViews.detail,
+    ...served.flatMap((resource) => viewSets.get(resource.name)!.views),
     ...authViews({ ...auth, users: userStore }),
   ];
   // Webhooks and their deliveries are declarations served by the same viewset, their hooks
@@ -196,10 +193,10 @@ export async function buildApp(config: Config, storage: Storage, options: AppOpt
     viewSets.set(resource.name, viewSet);
     views.push(...viewSet.views);
   }
-  views.push(eventCatalogView(registry.all), loginView);
+  views.push(eventCatalogView(served), loginView);
   // API.md §5: generated on first request from the declarations and every view registered here.
   views.push(...docsViews(() => buildOpenApi({
-        resources: [...registry.all, ...webhookCollections],
+        resources: [...served, ...webhookCollections],
         filters: new Map([...viewSets].map(([name, viewSet]) => [name, viewSet.filters])),
         views,
         version: VERSION,

@@ -6,18 +6,17 @@ import type { RefreshTokens } from '../auth/refresh-tokens.js';
 import { SESSION_COOKIE, readCookie, type SessionStore } from '../auth/sessions.js';
 import type { AccessTokens } from '../auth/tokens.js';
 import type { User } from '../http/caller.js';
-import { UsernameTaken, passwordProblems, usernameProblems, type UserStore } from '../auth/users.js';
+import type { UserStore } from '../auth/users.js';
 import { AuthenticationFailed, ValidationError, type FieldErrors } from '../http/errors.js';
 import { MESSAGES } from '../http/messages.js';
 import type { RequestData } from '../http/parsers.js';
 import { JSON_TYPE } from '../http/renderers.js';
 import type { Action, ApiResponse, View } from '../http/view.js';
-import type { ViewSet } from './viewset/index.js';
 
 /**
- * The sign-in endpoints (API.md §3): tokens for programs, sessions for browsers, and signup
- * when ALLOW_SIGNUP is on. Credentials go through the same verifier as Basic, so the login
- * throttle and the credential cache apply to every scheme alike.
+ * The sign-in endpoints (API.md §3): tokens for programs, sessions for browsers (signup is the
+ * users collection's create, `users.ts`). Credentials go through the same verifier as Basic, so
+ * the login throttle and the credential cache apply to every scheme alike.
  */
 export interface AuthViewOptions {
   readonly verify: CredentialVerifier;
@@ -32,7 +31,8 @@ export interface AuthViewOptions {
 // RFC 6749 §5.1: responses carrying credentials must not be stored by caches.
 const NO_STORE = { 'cache-control': 'no-store' } as const;
 
-const CREDENTIALS = {
+/** The body of a login and of a signup (`users.ts`): a username and a password. */
+export const CREDENTIALS = {
   schema: {
     type: 'object',
     required: ['username', 'password'],
@@ -159,69 +159,4 @@ export function authViews({ verify, users, accessTokens, refreshTokens, sessions
       actions: { POST: startSession, DELETE: endSession },
     },
   ];
-}
-
-/** Checks a signup; Django's username rule and a few of its password validators. */
-function validateSignup(data: RequestData): { username: string; password: string } {
-  const errors: FieldErrors = {};
-  const rawUsername = data.username;
-  const password = data.password;
-  let username = '';
-  if (rawUsername === undefined || rawUsername === null || rawUsername === '') errors.username = [MESSAGES.required];
-  else if (typeof rawUsername !== 'string') errors.username = [MESSAGES.notAString];
-  else {
-    // API.md §6: strings are trimmed, and the trimmed value is stored.
-    username = rawUsername.trim();
-    const problems = usernameProblems(username);
-    if (problems.length) errors.username = problems;
-  }
-  if (password === undefined || password === null || password === '') errors.password = [MESSAGES.required];
-  else if (typeof password !== 'string') errors.password = [MESSAGES.notAString];
-  else {
-    const problems = passwordProblems(password, username);
-    if (problems.length) errors.password = problems;
-  }
-  if (Object.keys(errors).length) throw new ValidationError(errors);
-  return { username, password: password as string };
-}
-
-/**
- * `POST /api/v1/users/` for signup (ALLOW_SIGNUP=true): the users collection with a create
- * action added. With signup off the collection has no POST and answers 405 (API.md §6).
- */
-export function withSignup(collection: View, viewSet: ViewSet, users: UserStore): View {
-  const signup: Action = {
-    permission: allowAny,
-    docs: {
-      request: CREDENTIALS,
-      responses: { '201': { description: 'The new user.', schema: { $ref: '#/components/schemas/User' }, headers: ['Location'] } },
-    },
-    async handle(request) {
-      const { username, password } = validateSignup(await request.data());
-      let user: User;
-      try {
-        user = await users.create(username, password);
-      } catch (error) {
-        if (error instanceof UsernameTaken) throw new ValidationError({ username: ['A user with that username already exists.'] });
-        throw error;
-      }
-      const record = await viewSet.representOne(await viewSet.loadRow(viewSet.db, user.id, false));
-      return { status: 201, body: record, headers: { location: String(record.url) } };
-    },
-  };
-  const field = (label: string, extra: Record<string, unknown>) => ({ type: 'string', required: true, read_only: false, label, ...extra });
-  return {
-    ...collection,
-    actions: { ...collection.actions, POST: signup },
-    metadata: () => ({
-      actions: {
-        POST: {
-          url: { type: 'field', required: false, read_only: true, label: 'Url' },
-          id: { type: 'integer', required: false, read_only: true, label: 'ID' },
-          username: field('Username', { max_length: 150 }),
-          password: field('Password', { min_length: 8, write_only: true }),
-        },
-      },
-    }),
-  };
 }

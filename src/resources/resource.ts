@@ -69,7 +69,11 @@ export interface ResourceOptions {
 export interface ViewSetHooks {
   /** get_queryset: the condition every read and write of a request adds (may throw NotFound). */
   scope?(request: ApiRequest): Promise<Condition>;
-  /** Checks that need I/O (a DNS lookup), run outside the transaction after each field's own check; add to `errors`. */
+  /**
+   * Checks that need I/O (a DNS lookup) or more than one field, run outside the transaction after
+   * each field's own check; add to `errors`. Slow work on checked values (a password's hash) goes
+   * here too: on SQLite a transaction holds up every query of the process.
+   */
   validate?(values: Record<string, unknown>, errors: FieldErrors, request: ApiRequest): Promise<void>;
   /** perform_create, before the insert: completes the columns (an owner, a sealed secret), or refuses. */
   beforeCreate?(trx: DynamicDb, columns: Record<string, unknown>, request: ApiRequest): Promise<void>;
@@ -79,6 +83,11 @@ export interface ViewSetHooks {
   beforeUpdate?(trx: DynamicDb, row: Row, columns: Record<string, unknown>, request: ApiRequest): Promise<(() => void) | void>;
   /** to_representation: fills what no one column shows (nested objects, computed members), once per page. */
   represent?(rows: readonly Row[], out: Record<string, unknown>[], context: { detail: boolean; executor: DynamicDb }): Promise<void>;
+  /**
+   * A constraint violation the checks could not see (a race: two signups of one username), as
+   * this collection words it; null leaves it to the viewset's own wording (a field's `unique`).
+   */
+  constraintError?(error: unknown): Error | null;
 }
 
 /** What `afterCreate` adds to a 201. */
@@ -90,8 +99,8 @@ export interface CreateExtras {
 
 /** What an extra action may ask of its viewset. */
 export interface ActionContext {
-  /** The record of the URL, through `scope` and the object permission (404 / 403). */
-  loadRow(request: ApiRequest): Promise<Row>;
+  /** The record of the URL (or of `id`), through `scope` and the object permission (404 / 403). */
+  loadRow(request: ApiRequest, id?: number): Promise<Row>;
   /** A write transaction (Storage.transact), its constraint errors turned into 400/409. */
   transact<T>(work: (trx: DynamicDb) => Promise<T>): Promise<T>;
   represent(rows: readonly Row[], detail?: boolean): Promise<Record<string, unknown>[]>;
@@ -104,6 +113,10 @@ export interface ExtraAction {
   readonly detail: boolean;
   /** Below the collection or record path, e.g. `pings/`. */
   readonly path: string;
+  /** POST (default), or GET for a read that answers with a record (JSON, HTML, CSV as the collection's). */
+  readonly method?: 'GET' | 'POST';
+  /** Who may call it (default: the collection's permission). */
+  readonly permission?: Permission;
   readonly docs?: ActionDocs;
   handle(request: ApiRequest, context: ActionContext): Promise<ApiResponse>;
 }
@@ -122,6 +135,8 @@ export interface BuiltinOptions extends ResourceOptions {
   createShows?: string[];
   hooks?: ViewSetHooks;
   extraActions?: ExtraAction[];
+  /** The create's OpenAPI description, in place of the one made from the fields (signup's credentials). */
+  createDocs?: ActionDocs;
 }
 
 export interface NestedUnder {
@@ -163,6 +178,7 @@ export interface Resource {
   readonly recordDescription: string;
   readonly hooks: ViewSetHooks;
   readonly extraActions: readonly ExtraAction[];
+  readonly createDocs?: ActionDocs;
 }
 
 /** A declaration that cannot be served; the message names the collection and the field. */
@@ -223,7 +239,7 @@ export function defineBuiltinResource(options: BuiltinOptions): Resource {
   return checkDeclaration(options, { builtin: true });
 }
 
-const BUILTIN_OPTIONS = new Set(['table', 'nestedUnder', 'detailOnly', 'recordDescription', 'createShows', 'hooks', 'extraActions']);
+const BUILTIN_OPTIONS = new Set(['table', 'nestedUnder', 'detailOnly', 'recordDescription', 'createShows', 'hooks', 'extraActions', 'createDocs']);
 
 function checkDeclaration(options: BuiltinOptions, { builtin }: { builtin: boolean }): Resource {
   if (typeof options !== 'object' || options === null) throw new DeclarationError('?', null, 'defineResource needs an object');
@@ -338,6 +354,7 @@ function checkDeclaration(options: BuiltinOptions, { builtin }: { builtin: boole
     recordDescription: options.recordDescription ?? options.description ?? '',
     hooks: options.hooks ?? {},
     extraActions: options.extraActions ?? [],
+    ...(options.createDocs ? { createDocs: options.createDocs } : {}),
   };
 }
 

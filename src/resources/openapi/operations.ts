@@ -47,7 +47,8 @@ export function describePaths(
     const item: PathItemObject = parameters.length ? { parameters } : {};
     for (const method of OPERATION_METHODS) {
       if (!view.actions[method]) continue;
-      const declared = declaredAction(resources, view, method);
+      // An action with its own docs (signup, `createDocs`) is described by them, as any view's.
+      const declared = view.actions[method]!.docs ? null : declaredAction(resources, view, method);
       const operation = declared
         ? resourceOperation(declared.resource, names.get(declared.resource.name)!, view, declared.action, filters.get(declared.resource.name) ?? [])
         : genericOperation(view, method, parameters.length > 0);
@@ -119,8 +120,7 @@ const RECORD_ACTIONS: Partial<Record<OperationVerb, ActionName>> = { GET: 'retri
 
 /**
  * The declared action a view's method runs, or null when the view is not one of the resource's
- * two or the method is not one of its declared actions (e.g. signup added to `users`), which
- * is then described like any other view.
+ * two or the method is not one of its declared actions, which is then described like any other view.
  */
 function declaredAction(resources: readonly Resource[], view: View, method: OperationVerb) {
   for (const resource of resources) {

@@ -98,7 +98,9 @@ export function collectionSchemas(resource: Resource, label: string): Record<str
   const record = recordSchema(resource);
   schemas[label] = record;
   schemas[`Paginated${label}List`] = pageSchema(label);
-  if (resource.actions.some((action) => action === 'create' || action === 'update')) schemas[`${label}Request`] = inputSchema(resource, false);
+  // A create described by its own docs (signup's credentials) reads no `…Request` component.
+  const readsRequest = resource.actions.includes('update') || (resource.actions.includes('create') && !resource.createDocs);
+  if (readsRequest) schemas[`${label}Request`] = inputSchema(resource, false);
   if (resource.actions.includes('partial_update')) schemas[`Patched${label}Request`] = inputSchema(resource, true);
   // A record with fields only its own view shows (a delivery's request and response).
   if (resource.detailOnly.length) {

@@ -17,7 +17,7 @@ import { ValidationError } from '../../http/errors.js';
 import { CursorCodec, parsePageRequest } from '../../http/pagination.js';
 import { parseId } from '../../http/paths.js';
 import { CSV_TYPE, HTML_TYPE, JSON_TYPE } from '../../http/renderers.js';
-import type { Action, View } from '../../http/view.js';
+import type { Action, ApiRequest, View } from '../../http/view.js';
 import type { ParseContext } from '../fields/field.js';
 import { buildFilters } from '../filters.js';
 import { pageResponse } from '../keyset.js';
@@ -96,6 +96,8 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
 
   const create: Action = {
     permission: resource.permission,
+    // Described by the declaration's own words when it has them (signup), else from the fields.
+    ...(resource.createDocs ? { docs: resource.createDocs } : {}),
     async handle(request) {
       const data = await request.data();
       const { values, errors } = readInput(data, false);
@@ -232,10 +234,10 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
     metadata: metadataOf(resource, 'PUT'),
   };
 
-  // DRF's @action routes: each runs behind the collection's permission, with the scoped record.
+  // DRF's @action routes: each runs behind its own permission or the collection's, with the scoped record.
   const actionContext: ActionContext = {
-    async loadRow(request) {
-      const row = await loadRow(db, parseId(request.params[recordParam]), false, request);
+    async loadRow(request, id) {
+      const row = await loadRow(db, id ?? parseId(request.params[recordParam]), false, request);
       checkObjectPermission(request, row);
       return row;
     },
@@ -246,8 +248,15 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
     name: extra.name,
     description: extra.description,
     path: `${extra.detail ? detail.path : collectionPath}${extra.path}`,
-    mediaTypes: [JSON_TYPE],
-    actions: { POST: { permission: resource.permission, ...(extra.docs ? { docs: extra.docs } : {}), handle: (request) => extra.handle(request, actionContext) } },
+    // A GET answers with a record, rendered as the collection's are (`users/me/`).
+    ...(extra.method === 'GET' ? { mediaTypes: RECORD_MEDIA_TYPES, columns: collection.columns } : { mediaTypes: [JSON_TYPE] }),
+    actions: {
+      [extra.method ?? 'POST']: {
+        permission: extra.permission ?? resource.permission,
+        ...(extra.docs ? { docs: extra.docs } : {}),
+        handle: (request: ApiRequest) => extra.handle(request, actionContext),
+      },
+    },
   }));
 
   const self = { resource, db, collection, detail, views: [collection, detail, ...extraViews], filters: [...filters.values()], represent, representOne, loadRow, deleteRecord, deleteBatch, clearReferences };

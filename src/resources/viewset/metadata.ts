@@ -16,17 +16,18 @@ const describeField = (name: string, field: Field) => ({
 });
 
 /**
- * A view's OPTIONS metadata. As DRF's: the collection describes its POST, a record its PUT;
- * each falls back to the other method if the collection does not offer it.
+ * A view's OPTIONS metadata. As DRF's SimpleMetadata: a view describes the write it has, the
+ * collection its POST (or PUT without create), a record its PUT (a record of a collection with
+ * create but no update, as signup's users, has none).
  */
-export function metadataOf(resource: Resource, preferred: 'POST' | 'PUT') {
+export function metadataOf(resource: Resource, method: 'POST' | 'PUT') {
   const has = (action: Resource['actions'][number]) => resource.actions.includes(action);
   const fieldEntries = Object.entries(resource.fields);
   return () => ({
     actions:
-      has('create') || has('update')
+      (method === 'POST' ? has('create') || has('update') : has('update'))
         ? {
-            [(preferred === 'PUT' ? has('update') : !has('create')) ? 'PUT' : 'POST']: Object.fromEntries([
+            [method === 'PUT' || !has('create') ? 'PUT' : 'POST']: Object.fromEntries([
               ['url', readOnly('field', 'Url')],
               ['id', readOnly('integer', 'ID')],
               ...fieldEntries.map(([name, field]) => [name, describeField(name, field)]),

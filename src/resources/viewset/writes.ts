@@ -111,7 +111,7 @@ export function buildWrites(resource: Resource, options: WritesOptions) {
     try {
       result = await storage.transact((trx) => work(trx as unknown as DynamicDb, notify));
     } catch (error) {
-      throw constraintError(error) ?? error;
+      throw resource.hooks.constraintError?.(error) ?? constraintError(error) ?? error;
     }
     for (const callback of afterCommit) callback();
     return result;
