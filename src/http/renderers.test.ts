@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { renderCsv, type RenderContext } from './renderers.js';
+import { renderCsv } from './renderers.js';
+import type { RenderContext } from './view.js';
 
 // The CSV renderer reads only the column order; the rest of the context is for HTML.
 const csv = (record: Record<string, unknown>) => renderCsv({ results: [record] }, { columns: Object.keys(record) } as unknown as RenderContext);

@@ -4,28 +4,10 @@
  * `browsable/`'s renderBrowsable. The pipeline holds the table of all three, so the page
  * templates can use this file without importing themselves back.
  */
-import type { User } from './caller.js';
-import type { View } from './view.js';
+import type { RenderContext } from './view.js';
 
+/** Turns a body into text of one media type. */
 export type Renderer = (body: unknown, context: RenderContext) => string;
-
-export interface RenderContext {
-  /** Column order for CSV: the resource's declared fields. */
-  columns: readonly string[];
-  title: string;
-  /** The request's method: a page drawn for a GET's body must not be handed an OPTIONS description. */
-  method: string;
-  /** The request URL, query string included. */
-  path: string;
-  status: number;
-  allow: readonly string[];
-  /** The view rendered: its description, field metadata and list controls (HTML). */
-  view: View;
-  /** The caller, or null: the HTML pages show who is logged in and offer owners their forms. */
-  user: User | null;
-  /** The response headers so far, rate-limit headers included (HTML shows them); read on demand. */
-  headers(): Readonly<Record<string, string>>;
-}
 
 export const JSON_TYPE = 'application/json';
 export const HTML_TYPE = 'text/html';

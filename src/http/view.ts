@@ -1,6 +1,5 @@
 import type { FastifyRequest } from 'fastify';
-import type { Permission } from './caller.js';
-import type { Identity, User } from './caller.js';
+import type { Identity, Permission, User } from './caller.js';
 import type { RequestData } from './parsers.js';
 
 export const METHODS = ['GET', 'HEAD', 'OPTIONS', 'POST', 'PUT', 'PATCH', 'DELETE'] as const;
@@ -81,6 +80,34 @@ export interface View {
   readonly metadata?: () => Record<string, unknown>;
   /** A list's query controls, for the browsable API's ordering and filter form. */
   readonly listControls?: ListControls;
+  /**
+   * The browsable page that draws a GET's 200 body, when not the generic one: a dashboard (the
+   * webhooks and their deliveries, API.md §4) or a page for people (login). Named by the
+   * declaration or view that needs it, so the renderer knows no routes.
+   */
+  readonly page?: PageTemplate;
+}
+
+/** Draws a view's body as the main part of a browsable page. */
+export type PageTemplate = (body: unknown, context: RenderContext) => string;
+
+/** What a renderer is told besides the body. */
+export interface RenderContext {
+  /** Column order for CSV: the resource's declared fields. */
+  columns: readonly string[];
+  title: string;
+  /** The request's method: a page drawn for a GET's body must not be handed an OPTIONS description. */
+  method: string;
+  /** The request URL, query string included. */
+  path: string;
+  status: number;
+  allow: readonly string[];
+  /** The view rendered: its description, field metadata and list controls (HTML). */
+  view: View;
+  /** The caller, or null: the HTML pages show who is logged in and offer owners their forms. */
+  user: User | null;
+  /** The response headers so far, rate-limit headers included (HTML shows them); read on demand. */
+  headers(): Readonly<Record<string, string>>;
 }
 
 /** The orderings and filter parameters a collection accepts (from its declaration). */

@@ -9,7 +9,7 @@ import type { Permission } from '../http/caller.js';
 import type { User } from '../http/caller.js';
 import type { Database } from '../db/schema.js';
 import type { FieldErrors } from '../http/errors.js';
-import type { ActionDocs, ApiRequest, ApiResponse } from '../http/view.js';
+import type { ActionDocs, ApiRequest, ApiResponse, PageTemplate } from '../http/view.js';
 import type { Condition } from '../db/dynamic-tables.js';
 import type { DynamicDb, Row } from '../db/dynamic-tables.js';
 import { FIELD_TYPES } from '../db/schema-state.js';
@@ -137,6 +137,14 @@ export interface BuiltinOptions extends ResourceOptions {
   extraActions?: ExtraAction[];
   /** The create's OpenAPI description, in place of the one made from the fields (signup's credentials). */
   createDocs?: ActionDocs;
+  /** Browsable pages that draw a GET's body, when not the generic page (the webhook dashboards). */
+  pages?: ViewPages;
+}
+
+/** The page templates of a collection's two views (http/view.ts `page`). */
+export interface ViewPages {
+  readonly collection?: PageTemplate;
+  readonly record?: PageTemplate;
 }
 
 export interface NestedUnder {
@@ -179,6 +187,7 @@ export interface Resource {
   readonly hooks: ViewSetHooks;
   readonly extraActions: readonly ExtraAction[];
   readonly createDocs?: ActionDocs;
+  readonly pages: ViewPages;
 }
 
 /** A declaration that cannot be served; the message names the collection and the field. */
@@ -239,7 +248,7 @@ export function defineBuiltinResource(options: BuiltinOptions): Resource {
   return checkDeclaration(options, { builtin: true });
 }
 
-const BUILTIN_OPTIONS = new Set(['table', 'nestedUnder', 'detailOnly', 'recordDescription', 'createShows', 'hooks', 'extraActions', 'createDocs']);
+const BUILTIN_OPTIONS = new Set(['table', 'nestedUnder', 'detailOnly', 'recordDescription', 'createShows', 'hooks', 'extraActions', 'createDocs', 'pages']);
 
 function checkDeclaration(options: BuiltinOptions, { builtin }: { builtin: boolean }): Resource {
   if (typeof options !== 'object' || options === null) throw new DeclarationError('?', null, 'defineResource needs an object');
@@ -355,6 +364,7 @@ function checkDeclaration(options: BuiltinOptions, { builtin }: { builtin: boole
     hooks: options.hooks ?? {},
     extraActions: options.extraActions ?? [],
     ...(options.createDocs ? { createDocs: options.createDocs } : {}),
+    pages: options.pages ?? {},
   };
 }
 

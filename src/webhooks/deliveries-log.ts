@@ -10,6 +10,7 @@ import { field } from '../resources/fields/index.js';
 import type { DynamicDb, Row } from '../db/dynamic-tables.js';
 import { defineBuiltinResource, type Resource } from '../resources/resource.js';
 import { loadOwnWebhook } from './subscriptions.js';
+import { deliveryListPage, deliveryPage } from './pages/delivery-pages.js';
 
 /**
  * The deliveries log of a webhook (API.md §4), as GitHub's "Recent deliveries": a read-only
@@ -209,6 +210,7 @@ export function deliveriesResource({ storage, wake }: { storage: Storage; wake: 
     label: 'Delivery',
     description: "A webhook's deliveries, newest first; filter with `status`.",
     recordDescription: 'One delivery with its request and response.',
+    pages: { collection: deliveryListPage, record: deliveryPage },
     table: 'deliveries',
     nestedUnder: { collection: 'webhooks', column: 'webhook_id', param: 'delivery_id' },
     actions: ['list', 'retrieve'],

@@ -13,6 +13,7 @@ import { TargetRefusedError, checkTargetUrl } from './address-guard.js';
 import { pingPayload } from './events.js';
 import { enqueueDeliveries } from './outbox.js';
 import { InvalidSecretError, generateSecret, parseSecret, type SecretBox } from './secrets.js';
+import { webhookListPage, webhookPage } from './pages/webhook-pages.js';
 
 /**
  * `/api/v1/webhooks/`: each user's own subscriptions (API.md §4), a declaration served by the one
@@ -207,6 +208,8 @@ export function webhooksResource(options: WebhookOptions): Resource {
       "The caller's webhook subscriptions. `ordering`: `none` (default) or `record`, each record's events delivered one at a time in commit order. " +
       '`filter`: per event, a query string in that collection\'s list filter language (`{"experience": "search=tea"}`); `updated` is sent when the record matches after the change or matched before it, and the body\'s `filter` says which.',
     recordDescription: 'One webhook subscription. PATCH a new `secret` to rotate it with a 24-hour overlap.',
+    // Their browsable pages are dashboards (API.md §4).
+    pages: { collection: webhookListPage, record: webhookPage },
     fields,
     permission: isAuthenticated,
     timestamps: false,

@@ -1,37 +1,22 @@
 import { html } from 'ghtml';
 import type { User } from '../caller.js';
-import type { RenderContext } from '../renderers.js';
-import { deliveryListPage, deliveryPage } from './delivery-pages.js';
+import type { RenderContext } from '../view.js';
 import { layout } from './layout.js';
-import { LOGIN_PATH, loginPage } from './login-page.js';
 import { pageHeading, resourcePage } from './resource-page.js';
 import { responseView } from './response-view.js';
-import { webhookListPage, webhookPage } from './webhook-pages.js';
 
 // The browsable API (issue 12): every `/api/v1/` GET asked for as text/html renders a page from
-// the view, its declaration's metadata and the response. Most views use the generic page; the
-// webhook and delivery views, whose pages are dashboards (API.md §4), pick theirs here by route.
-
-type PageTemplate = (body: unknown, context: RenderContext) => string;
-
-/** Route pattern → the page drawn for it; any other view gets `resourcePage`. */
-const PAGES: Record<string, PageTemplate> = {
-  '/api/v1/webhooks/': webhookListPage,
-  '/api/v1/webhooks/:id/': webhookPage,
-  '/api/v1/webhooks/:id/deliveries/': deliveryListPage,
-  '/api/v1/webhooks/:id/deliveries/:delivery_id/': deliveryPage,
-  [LOGIN_PATH]: (_body, context) => loginPage(context.path, context.user),
-};
-
-const titleOf = (context: RenderContext) => (context.view.path === LOGIN_PATH ? 'Log in' : context.view.name);
+// the view, its declaration's metadata and the response. Most views use the generic page; a view
+// that names its own (`View.page`: the webhook and delivery dashboards of API.md §4, declared
+// beside them in webhooks/pages/; the login page) gets that one for a GET's body.
 
 /** Renders a response body as a browsable page. */
 export function renderBrowsable(body: unknown, context: RenderContext): string {
   // A dashboard draws a GET's 200 body; anything else (OPTIONS metadata, a 201, a 202) is shown
   // by the generic page, which renders any JSON.
   const read = (context.method === 'GET' || context.method === 'HEAD') && context.status === 200;
-  const page = (read ? PAGES[context.view.path] : undefined) ?? resourcePage;
-  return layout({ title: titleOf(context), path: context.path, user: context.user, main: page(body, context) });
+  const page = (read ? context.view.page : undefined) ?? resourcePage;
+  return layout({ title: context.view.name, path: context.path, user: context.user, main: page(body, context) });
 }
 
 /** An error answered to a browser (a problem+json body): the message, a way on, and the raw problem. */

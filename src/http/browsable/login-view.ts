@@ -1,12 +1,10 @@
 import type { Permission } from '../caller.js';
 import { HTML_TYPE } from '../renderers.js';
 import type { View } from '../view.js';
-import { LOGIN_PATH } from './login-page.js';
+import { LOGIN_PATH, loginPage } from './login-page.js';
 
 // The login page's route: a view like any other, so it runs the one pipeline (rate limits,
-// session lookup), but registered beside the API's views rather than among them (app.ts): it is
-// a page for people, not an operation of the OpenAPI document. Kept apart from the template
-// because the renderers import the templates.
+// session lookup), with its page named by the view (`page`), as every view that needs its own.
 
 const anyone: Permission = { name: 'allowAny', hasPermission: () => true, hasObjectPermission: () => true };
 
@@ -16,6 +14,7 @@ export const loginView: View = {
   description: 'Log in with your username and password (a session cookie; log out from any page).',
   path: LOGIN_PATH,
   mediaTypes: [HTML_TYPE],
+  page: (_body, context) => loginPage(context.path, context.user),
   actions: { GET: { permission: anyone, handle: async () => ({ body: {}, headers: { 'cache-control': 'no-store' } }) } },
 };
 

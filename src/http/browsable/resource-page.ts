@@ -1,7 +1,8 @@
 import { html } from 'ghtml';
 import type { User } from '../caller.js';
 import { entityTag } from '../conditional.js';
-import { JSON_TYPE, renderJson, type RenderContext } from '../renderers.js';
+import { JSON_TYPE, renderJson } from '../renderers.js';
+import type { RenderContext } from '../view.js';
 import type { ListControls } from '../view.js';
 import { actionButton, apiForm, writableFields } from './forms.js';
 import { responseView } from './response-view.js';

@@ -212,6 +212,7 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
     // The 201 of a create may show more (a webhook's secret); CSV shows it there too.
     columns: [...columns, ...resource.createShows],
     metadata: metadataOf(resource, 'POST'),
+    ...(resource.pages.collection ? { page: resource.pages.collection } : {}),
     listControls: {
       orderings: resource.orderings.flatMap((name) => [name, `-${name}`]),
       defaultOrdering: resource.defaultOrdering,
@@ -232,6 +233,7 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
     mediaTypes: RECORD_MEDIA_TYPES,
     columns: [...columns, ...resource.detailOnly],
     metadata: metadataOf(resource, 'PUT'),
+    ...(resource.pages.record ? { page: resource.pages.record } : {}),
   };
 
   // DRF's @action routes: each runs behind its own permission or the collection's, with the scoped record.

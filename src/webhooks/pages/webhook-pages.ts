@@ -1,9 +1,10 @@
 import { html } from 'ghtml';
-import { entityTag } from '../conditional.js';
-import { JSON_TYPE, renderJson, type RenderContext } from '../renderers.js';
-import { actionButton, apiForm, writableFields } from './forms.js';
-import { loginNote, pageHeading, pagination } from './resource-page.js';
-import { responseView } from './response-view.js';
+import { entityTag } from '../../http/conditional.js';
+import { JSON_TYPE, renderJson } from '../../http/renderers.js';
+import type { RenderContext } from '../../http/view.js';
+import { actionButton, apiForm, writableFields } from '../../http/browsable/forms.js';
+import { loginNote, pageHeading, pagination } from '../../http/browsable/resource-page.js';
+import { responseView } from '../../http/browsable/response-view.js';
 
 // The webhooks pages (issue 12 §4; API.md §4): the caller's webhooks with their last response,
 // a create form (events as checkboxes from the declared events; the secret shown once), and a

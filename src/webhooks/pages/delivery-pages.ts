@@ -1,9 +1,9 @@
 import { html } from 'ghtml';
-import type { RenderContext } from '../renderers.js';
-import { actionButton } from './forms.js';
-import { pageHeading, pagination } from './resource-page.js';
-import { JSON_VIEW_LIMITS, jsonView, shortened } from './json-view.js';
-import { cutNote, responseView } from './response-view.js';
+import type { RenderContext } from '../../http/view.js';
+import { actionButton } from '../../http/browsable/forms.js';
+import { pageHeading, pagination } from '../../http/browsable/resource-page.js';
+import { JSON_VIEW_LIMITS, jsonView, shortened } from '../../http/browsable/json-view.js';
+import { cutNote, responseView } from '../../http/browsable/response-view.js';
 
 // The deliveries dashboard (issue 12 §5; API.md §4), GitHub's "Recent deliveries": newest first,
 // filter by status, Redeliver one or all failed, and each delivery's request and response. While
