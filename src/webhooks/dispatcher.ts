@@ -15,7 +15,7 @@ import type { DeliveryRow } from '../db/schema.js';
 import { CircuitBreaker } from './circuit-breaker.js';
 import { createDeliveryMetrics, type DeliveryMetrics } from './delivery-metrics.js';
 import { disableWebhook, recordAttempts, type AttemptRecord } from './record-attempt.js';
-import { pruneDeliveries } from './retention.js';
+import { schedulePruning } from './retention.js';
 import { createSecretBox, type SecretBox } from './secrets.js';
 import { signDelivery } from './signing.js';
 
@@ -54,8 +54,6 @@ export interface DispatcherOptions {
  * can finish within its lease (see `pump`).
  */
 export const LEASE_TIMEOUTS = 3;
-/** The first retention pass runs this long after start (or one interval, if shorter). */
-const FIRST_PRUNE_MS = 5_000;
 /** Idle workers look for due retries at least this often, even without a wake-up. */
 const IDLE_POLL_MS = 1000;
 /** The most rows one claim takes. */
@@ -133,8 +131,7 @@ export class Dispatcher {
   private woken = false;
   private wakeTimer: NodeJS.Timeout | null = null;
   private stopListening: () => Promise<void> = async () => {};
-  private pruneTimer: NodeJS.Timeout | null = null;
-  private pruning: Promise<void> | null = null;
+  private pruning: { stop(): Promise<void> } | null = null;
 
   constructor(private readonly options: DispatcherOptions) {
     this.maxHeld = options.maxInFlight ?? 512;
@@ -163,37 +160,13 @@ export class Dispatcher {
       (error) => log.warn({ err: error }, 'delivery notifications interrupted; reconnecting'),
     );
     this.loop = this.run();
-    // The first pass runs soon after start, not one interval later: a process restarted more
-    // often than the interval would otherwise never prune (issue 22).
-    const interval = this.options.pruneIntervalMs ?? 300_000;
-    this.pruneTimer = setTimeout(() => {
-      this.schedulePrune();
-      this.pruneTimer = setInterval(() => this.schedulePrune(), interval);
-      this.pruneTimer.unref();
-    }, Math.min(FIRST_PRUNE_MS, interval));
-    this.pruneTimer.unref();
-  }
-
-  /** Starts a retention pass unless one is running. */
-  private schedulePrune(): void {
-    this.pruning ??= this.prune().finally(() => {
-      this.pruning = null;
+    const { retentionMs, pruneIntervalMs, metrics } = this.options;
+    this.pruning = schedulePruning(storage.db, {
+      retentionMs,
+      intervalMs: pruneIntervalMs,
+      log,
+      onBatch: (batch) => metrics?.observePruning(batch),
     });
-  }
-
-  /** One retention pass (retention.ts); a failure is logged and the next pass tries again. */
-  private async prune(): Promise<void> {
-    const { storage, log, metrics } = this.options;
-    const retentionMs = this.options.retentionMs ?? 30 * 86_400_000;
-    try {
-      const done = await pruneDeliveries(storage.db, {
-        before: Date.now() - retentionMs,
-        onBatch: (batch) => metrics?.observePruning(batch),
-      });
-      if (done.deleted > 0 || done.truncated > 0) log.info(done, 'pruned the delivery log');
-    } catch (error) {
-      log.warn({ err: error }, 'could not prune the delivery log; will try again');
-    }
   }
 
   /** Asks the loop to look for work now (after a commit that enqueued some). */
@@ -211,9 +184,7 @@ export class Dispatcher {
   async stop(): Promise<void> {
     if (!this.running) return;
     this.running = false;
-    // clearTimeout clears an interval too (one id space in Node).
-    if (this.pruneTimer) clearTimeout(this.pruneTimer);
-    await this.pruning;
+    await this.pruning?.stop();
     this.wake();
     await this.loop;
     // Claimed work that has not started goes back to the queue at once.
