@@ -14,10 +14,11 @@ import {
 import type { DeliveryRow } from '../db/schema.js';
 import { CircuitBreaker } from './circuit-breaker.js';
 import { createDeliveryMetrics, type DeliveryMetrics } from './delivery-metrics.js';
-import { disableWebhook, recordAttempts, type AttemptRecord } from './record-attempt.js';
+import { recordAttempts, type AttemptRecord } from './record-attempt.js';
 import { schedulePruning } from './retention.js';
 import { createSecretBox, type SecretBox } from './secrets.js';
 import { signDelivery } from './signing.js';
+import { loadTargets, type WebhookTarget } from './targets.js';
 
 /**
  * The dispatcher: claims due deliveries, signs, sends, and hands outcomes to the recorder
@@ -69,14 +70,6 @@ const FLUSH_DELAY_MS = 5;
  * well within it; a slow one still gets its answer, only without work queued behind it here.
  */
 const STALL_MS = 1000;
-
-interface WebhookTarget {
-  url: string;
-  ownerId: number;
-  secrets: string[];
-  /** `ordering = 'record'`: a finished attempt may free the next delivery of its record. */
-  ordered: boolean;
-}
 
 /** What sends: the SSRF-guarded agent and one attempt through it. */
 interface Transport {
@@ -243,7 +236,7 @@ export class Dispatcher {
     });
     if (rows.length === 0) return 0;
 
-    const targets = await this.loadTargets([...new Set(rows.map((row) => row.webhook_id))]);
+    const targets = await loadTargets({ db: storage.db, secrets: this.options.secrets, log: this.options.log }, [...new Set(rows.map((row) => row.webhook_id))]);
     const returned: number[] = [];
     const touched = new Set<number>();
     for (const delivery of rows) {
@@ -342,44 +335,6 @@ export class Dispatcher {
       void releaseLeases(this.options.storage.db, this.unqueue(lane)).catch(() => {});
     }
     this.wake();
-  }
-
-  private async loadTargets(webhookIds: readonly number[]): Promise<Map<number, WebhookTarget>> {
-    const targets = new Map<number, WebhookTarget>();
-    if (webhookIds.length === 0) return targets;
-    const hooks = await this.options.storage.db
-      .selectFrom('webhooks')
-      .select(['id', 'owner_id', 'target_url', 'secret_sealed', 'previous_secret_sealed', 'previous_secret_expires_at', 'ordering'])
-      .where('id', 'in', webhookIds)
-      .execute();
-    const now = Date.now();
-    for (const hook of hooks) {
-      try {
-        const secrets = [this.options.secrets.open(hook.secret_sealed)];
-        // During a rotation's 24 h overlap both secrets sign (API.md §4).
-        const previous = hook.previous_secret_sealed && (hook.previous_secret_expires_at ?? 0) > now ? this.openOrNull(hook.previous_secret_sealed) : null;
-        if (previous !== null) secrets.push(previous);
-        targets.set(hook.id, { url: hook.target_url, ownerId: Number(hook.owner_id), secrets, ordered: hook.ordering === 'record' });
-      } catch {
-        // Sealed under another SECRET_KEY: nothing can be signed, so the webhook stops with a
-        // reason its owner can read, and the rest of the batch goes on.
-        await disableWebhook(
-          this.options.storage.db,
-          hook.id,
-          'Its secret cannot be decrypted: SECRET_KEY changed since it was stored. Set a new secret to resume.',
-        );
-        this.options.log.error({ webhookId: hook.id }, 'webhook secret cannot be decrypted with this SECRET_KEY; webhook disabled');
-      }
-    }
-    return targets;
-  }
-
-  private openOrNull(sealed: string): string | null {
-    try {
-      return this.options.secrets.open(sealed);
-    } catch {
-      return null;
-    }
   }
 
   private loadTransport(): Promise<Transport> {
