@@ -4,7 +4,6 @@ import type { Agent } from 'undici';
 import type { Config } from '../config.js';
 import type { Storage } from '../db/database.js';
 import {
-  announceDeliveries,
   claimDueDeliveries,
   listenForDeliveries,
   nextDueAt,
@@ -14,7 +13,7 @@ import {
 import type { DeliveryRow } from '../db/schema.js';
 import { CircuitBreaker } from './circuit-breaker.js';
 import { createDeliveryMetrics, type DeliveryMetrics } from './delivery-metrics.js';
-import { recordAttempts, type AttemptRecord } from './record-attempt.js';
+import { OutcomeBatch } from './outcome-batch.js';
 import { schedulePruning } from './retention.js';
 import { createSecretBox, type SecretBox } from './secrets.js';
 import { signDelivery } from './signing.js';
@@ -61,8 +60,6 @@ const IDLE_POLL_MS = 1000;
 const CLAIM_BATCH = 256;
 /** How long a wake-up waits for others to join it. */
 const WAKE_DELAY_MS = 2;
-/** How long finished attempts wait to be recorded together. */
-const FLUSH_DELAY_MS = 5;
 /**
  * An attempt running longer than this is "stalled": it leaves the process budget that gates
  * claims, and its webhook's claimed work goes back to the queue, so a receiver that hangs holds
@@ -113,11 +110,7 @@ export class Dispatcher {
   /** Per user: deliveries held here, stalled ones included (the fair share, `perOwner`). */
   private readonly ownerHeld = new Map<number, number>();
   private readonly attempts = new Set<Promise<void>>();
-  private pending: AttemptRecord[] = [];
-  /** Whether `pending` holds an attempt of an ordered webhook (see `flush`). */
-  private freesOrderedWork = false;
-  private flushing: Promise<void> | null = null;
-  private flushTimer: Promise<void> | null = null;
+  private readonly outcomes: OutcomeBatch;
   private running = false;
   private loop: Promise<void> | null = null;
   private wakeUp: (() => void) | null = null;
@@ -133,6 +126,7 @@ export class Dispatcher {
     this.perOwner = options.perOwner ?? Math.max(1, Math.floor(this.maxHeld / 4));
     this.timeoutMs = options.timeoutMs ?? 10_000;
     this.stallMs = Math.min(STALL_MS, this.timeoutMs / 2);
+    this.outcomes = new OutcomeBatch({ storage: options.storage, schedule: options.schedule, log: options.log });
   }
 
   /** Circuits open now: webhooks cut to one probe at a time (the metric). */
@@ -184,7 +178,7 @@ export class Dispatcher {
     const waiting = [...this.lanes.values()].flatMap((lane) => this.unqueue(lane));
     await releaseLeases(this.options.storage.db, waiting);
     await Promise.all(this.attempts);
-    await this.flush();
+    await this.outcomes.flush();
     await this.stopListening();
     if (this.transport) await (await this.transport).agent.close();
   }
@@ -376,44 +370,7 @@ export class Dispatcher {
     } else if (transition === 'closed') {
       this.options.log.info({ webhookId: delivery.webhook_id }, 'webhook receiver answers again; full concurrency restored');
     }
-    this.pending.push({ delivery, outcome, finishedAt: Date.now() });
-    if (target.ordered && delivery.record_key !== null) this.freesOrderedWork = true;
-    await this.scheduleFlush();
-  }
-
-  /**
-   * Resolves once the outcomes pending now are stored. Writes wait a few milliseconds to gather
-   * the outcomes of attempts finishing together into one transaction (one commit, not hundreds).
-   */
-  private scheduleFlush(): Promise<void> {
-    this.flushTimer ??= new Promise<void>((resolve) => setTimeout(resolve, FLUSH_DELAY_MS)).then(() => {
-      this.flushTimer = null;
-      return this.flush();
-    });
-    return this.flushTimer;
-  }
-
-  /** Writes pending outcomes; an attempt's slot is freed only once its outcome is stored. */
-  private async flush(): Promise<void> {
-    while (this.flushing) await this.flushing;
-    if (this.pending.length === 0) return;
-    const batch = this.pending;
-    this.pending = [];
-    const announce = this.freesOrderedWork;
-    this.freesOrderedWork = false;
-    const { storage } = this.options;
-    this.flushing = recordAttempts(storage, batch, this.options.schedule)
-      // The next delivery of an ordered record became claimable: other workers hear it now,
-      // not at their next idle poll (this one wakes itself when the attempt's slot frees).
-      .then(() => (announce ? announceDeliveries(storage, storage.db) : undefined))
-      .catch((error: unknown) => {
-        // The leases stay; the deliveries are retried once they expire (at least once, API.md §4).
-        this.options.log.error({ err: error, count: batch.length }, 'could not record delivery attempts');
-      })
-      .finally(() => {
-        this.flushing = null;
-      });
-    await this.flushing;
+    await this.outcomes.add({ delivery, outcome, finishedAt: Date.now() }, target.ordered && delivery.record_key !== null);
   }
 
   /** Waits for a wake-up, the next due retry, or the idle poll, whichever comes first. */
