@@ -1,29 +1,26 @@
+// The dispatcher (STYLE.md 7): the loop that claims due deliveries, admits them to their
+// webhooks' lanes (lanes.ts), and for each one whose turn comes signs (signing.ts), sends
+// (send-attempt.ts) and hands the outcome to be recorded (outcome-batch.ts, record-attempt.ts).
+// It runs inside `serve` or in `restwire worker` processes; on PostgreSQL any number share the
+// queue (claims are leases taken with SKIP LOCKED; see db/delivery-queue.ts). While it runs, it
+// also keeps the delivery log pruned (retention.ts). On SIGTERM it stops claiming, gives back
+// work that has not started, and lets attempts in flight finish and be recorded.
+
 import type { FastifyBaseLogger } from 'fastify';
 import type { Registry } from 'prom-client';
 import type { Agent } from 'undici';
 import type { Config } from '../config.js';
 import type { Storage } from '../db/database.js';
-import {
-  announceDeliveries,
-  claimDueDeliveries,
-  listenForDeliveries,
-  nextDueAt,
-  recoverLeasesAtStart,
-  releaseLeases,
-} from '../db/delivery-queue.js';
-import type { DeliveryRow } from '../db/schema.js';
-import { CircuitBreaker } from './circuit-breaker.js';
+import { claimDueDeliveries, listenForDeliveries, nextDueAt, recoverLeasesAtStart, releaseLeases } from '../db/delivery-queue.js';
 import { createDeliveryMetrics, type DeliveryMetrics } from './delivery-metrics.js';
-import { disableWebhook, recordAttempts, type AttemptRecord } from './record-attempt.js';
-import { pruneDeliveries } from './retention.js';
+import { Lanes, type Claimed } from './lanes.js';
+import { OutcomeBatch } from './outcome-batch.js';
+import { schedulePruning } from './retention.js';
 import { createSecretBox, type SecretBox } from './secrets.js';
 import { signDelivery } from './signing.js';
+import { loadTargets } from './targets.js';
 
-/**
- * The dispatcher: claims due deliveries, signs, sends, and hands outcomes to the recorder
- * (STYLE.md 7). It runs inside `serve` or in `restwire worker` processes; on PostgreSQL any
- * number share the queue (claims are leases taken with SKIP LOCKED; see db/delivery-queue.ts).
- */
+/** What a dispatcher works with, and the limits it keeps. */
 export interface DispatcherOptions {
   readonly storage: Storage;
   readonly secrets: SecretBox;
@@ -51,34 +48,15 @@ export interface DispatcherOptions {
 /**
  * How long a claim holds a delivery, in attempt timeouts; a worker killed mid-attempt loses it
  * after this (API.md §6): 30 s with the default 10 s timeout. An attempt never starts unless it
- * can finish within its lease (see `pump`).
+ * can finish within its lease (see `pump` in lanes.ts).
  */
 export const LEASE_TIMEOUTS = 3;
-/** The first retention pass runs this long after start (or one interval, if shorter). */
-const FIRST_PRUNE_MS = 5_000;
 /** Idle workers look for due retries at least this often, even without a wake-up. */
 const IDLE_POLL_MS = 1000;
 /** The most rows one claim takes. */
 const CLAIM_BATCH = 256;
 /** How long a wake-up waits for others to join it. */
 const WAKE_DELAY_MS = 2;
-/** How long finished attempts wait to be recorded together. */
-const FLUSH_DELAY_MS = 5;
-/**
- * An attempt running longer than this is "stalled": it leaves the process budget that gates
- * claims, and its webhook's claimed work goes back to the queue, so a receiver that hangs holds
- * sockets, not the slots healthy webhooks need (issue 11, finding 1). Healthy receivers answer
- * well within it; a slow one still gets its answer, only without work queued behind it here.
- */
-const STALL_MS = 1000;
-
-interface WebhookTarget {
-  url: string;
-  ownerId: number;
-  secrets: string[];
-  /** `ordering = 'record'`: a finished attempt may free the next delivery of its record. */
-  ordered: boolean;
-}
 
 /** What sends: the SSRF-guarded agent and one attempt through it. */
 interface Transport {
@@ -86,68 +64,42 @@ interface Transport {
   sendAttempt: typeof import('./send-attempt.js').sendAttempt;
 }
 
-/** A claimed delivery waiting for a slot of its webhook. */
-interface Claimed {
-  delivery: DeliveryRow;
-  target: WebhookTarget;
-}
-
-/** In-flight and waiting work of one webhook in this process. */
-interface Lane {
-  readonly ownerId: number;
-  inFlight: number;
-  /** In-flight attempts past STALL_MS: counted in `inFlight`, not in the process budget. */
-  stalled: number;
-  waiting: Claimed[];
-}
-
+/** Claims, admits, sends and records deliveries in this process until stopped. */
 export class Dispatcher {
-  private readonly maxHeld: number;
-  private readonly perWebhook: number;
-  private readonly perOwner: number;
   private readonly timeoutMs: number;
-  private readonly stallMs: number;
-  private readonly breaker = new CircuitBreaker();
+  private readonly lanes: Lanes;
+  private readonly outcomes: OutcomeBatch;
   /**
    * The guarded undici agent and the sender, loaded with the first attempt: undici is a tenth of
    * an idle process's memory, and a `serve` that never delivers need not carry it (issue #6).
    */
   private transport: Promise<Transport> | null = null;
-  private readonly lanes = new Map<number, Lane>();
-  /**
-   * The process budget: deliveries claimed by this process and not yet recorded, in flight or
-   * waiting, except stalled attempts. Claims stop while it is half full.
-   */
-  private held = 0;
-  /** Per user: deliveries held here, stalled ones included (the fair share, `perOwner`). */
-  private readonly ownerHeld = new Map<number, number>();
-  private readonly attempts = new Set<Promise<void>>();
-  private pending: AttemptRecord[] = [];
-  /** Whether `pending` holds an attempt of an ordered webhook (see `flush`). */
-  private freesOrderedWork = false;
-  private flushing: Promise<void> | null = null;
-  private flushTimer: Promise<void> | null = null;
   private running = false;
   private loop: Promise<void> | null = null;
   private wakeUp: (() => void) | null = null;
   private woken = false;
   private wakeTimer: NodeJS.Timeout | null = null;
   private stopListening: () => Promise<void> = async () => {};
-  private pruneTimer: NodeJS.Timeout | null = null;
-  private pruning: Promise<void> | null = null;
+  private pruning: { stop(): Promise<void> } | null = null;
 
   constructor(private readonly options: DispatcherOptions) {
-    this.maxHeld = options.maxInFlight ?? 512;
-    this.perWebhook = options.perWebhook ?? 16;
-    // A quarter of the budget: one tenant's stuck work stays well under the half that stops claims.
-    this.perOwner = options.perOwner ?? Math.max(1, Math.floor(this.maxHeld / 4));
     this.timeoutMs = options.timeoutMs ?? 10_000;
-    this.stallMs = Math.min(STALL_MS, this.timeoutMs / 2);
+    this.lanes = new Lanes({
+      db: options.storage.db,
+      log: options.log,
+      maxInFlight: options.maxInFlight,
+      perWebhook: options.perWebhook,
+      perOwner: options.perOwner,
+      timeoutMs: this.timeoutMs,
+      attempt: (claimed) => this.attempt(claimed),
+      wake: () => this.wake(),
+    });
+    this.outcomes = new OutcomeBatch({ storage: options.storage, schedule: options.schedule, log: options.log });
   }
 
   /** Circuits open now: webhooks cut to one probe at a time (the metric). */
   get openCircuits(): number {
-    return this.breaker.openCount;
+    return this.lanes.openCircuits;
   }
 
   /** Starts claiming; on SQLite first takes back leases a killed process left behind. */
@@ -163,37 +115,13 @@ export class Dispatcher {
       (error) => log.warn({ err: error }, 'delivery notifications interrupted; reconnecting'),
     );
     this.loop = this.run();
-    // The first pass runs soon after start, not one interval later: a process restarted more
-    // often than the interval would otherwise never prune (issue 22).
-    const interval = this.options.pruneIntervalMs ?? 300_000;
-    this.pruneTimer = setTimeout(() => {
-      this.schedulePrune();
-      this.pruneTimer = setInterval(() => this.schedulePrune(), interval);
-      this.pruneTimer.unref();
-    }, Math.min(FIRST_PRUNE_MS, interval));
-    this.pruneTimer.unref();
-  }
-
-  /** Starts a retention pass unless one is running. */
-  private schedulePrune(): void {
-    this.pruning ??= this.prune().finally(() => {
-      this.pruning = null;
+    const { retentionMs, pruneIntervalMs, metrics } = this.options;
+    this.pruning = schedulePruning(storage.db, {
+      retentionMs,
+      intervalMs: pruneIntervalMs,
+      log,
+      onBatch: (batch) => metrics?.observePruning(batch),
     });
-  }
-
-  /** One retention pass (retention.ts); a failure is logged and the next pass tries again. */
-  private async prune(): Promise<void> {
-    const { storage, log, metrics } = this.options;
-    const retentionMs = this.options.retentionMs ?? 30 * 86_400_000;
-    try {
-      const done = await pruneDeliveries(storage.db, {
-        before: Date.now() - retentionMs,
-        onBatch: (batch) => metrics?.observePruning(batch),
-      });
-      if (done.deleted > 0 || done.truncated > 0) log.info(done, 'pruned the delivery log');
-    } catch (error) {
-      log.warn({ err: error }, 'could not prune the delivery log; will try again');
-    }
   }
 
   /** Asks the loop to look for work now (after a commit that enqueued some). */
@@ -211,25 +139,22 @@ export class Dispatcher {
   async stop(): Promise<void> {
     if (!this.running) return;
     this.running = false;
-    // clearTimeout clears an interval too (one id space in Node).
-    if (this.pruneTimer) clearTimeout(this.pruneTimer);
-    await this.pruning;
+    await this.pruning?.stop();
     this.wake();
     await this.loop;
     // Claimed work that has not started goes back to the queue at once.
-    const waiting = [...this.lanes.values()].flatMap((lane) => this.unqueue(lane));
-    await releaseLeases(this.options.storage.db, waiting);
-    await Promise.all(this.attempts);
-    await this.flush();
+    await this.lanes.drain();
+    await this.outcomes.flush();
     await this.stopListening();
     if (this.transport) await (await this.transport).agent.close();
   }
 
+  /** The loop: claim while the process budget has room, otherwise wait for a wake-up. */
   private async run(): Promise<void> {
     while (this.running) {
       try {
         this.woken = false;
-        const claimed = this.held < this.maxHeld / 2 ? await this.claim() : 0;
+        const claimed = this.lanes.wantsWork ? await this.claim() : 0;
         if (claimed === 0) await this.idle();
       } catch (error) {
         this.options.log.error({ err: error }, 'dispatcher could not claim deliveries; retrying');
@@ -239,187 +164,36 @@ export class Dispatcher {
   }
 
   /**
-   * How much one webhook may hold here: twice its in-flight cap (one round in flight, one
-   * waiting), so a fast receiver never waits for a claim; 2 while its circuit is open.
-   */
-  private laneLimit(webhookId: number): number {
-    return 2 * this.breaker.limit(webhookId, this.perWebhook);
-  }
-
-  /**
-   * A webhook gets no more work while its lane is full or every slot it has is stalled: what it
-   * was given would wait here for a stuck slot, holding the budget others need (issue 11).
-   */
-  private laneClosed(webhookId: number, lane: Lane): boolean {
-    return lane.inFlight + lane.waiting.length >= this.laneLimit(webhookId) || lane.stalled >= this.breaker.limit(webhookId, this.perWebhook);
-  }
-
-  /**
-   * Claims a batch and queues it per webhook. Webhooks whose lanes are closed and users at their
-   * fair share are left out of the claim itself, so one tenant's backlog never fills the batch.
+   * Claims a batch and admits it to the webhooks' lanes, which start what has a free slot. Webhooks
+   * whose lanes are closed and users at their fair share are left out of the claim itself, so one
+   * tenant's backlog never fills the batch; what the lanes refuse since goes back to the queue.
    */
   private async claim(): Promise<number> {
-    const { storage } = this.options;
+    const { storage, secrets, log } = this.options;
     const now = Date.now();
-    const closed = [...this.lanes].filter(([id, lane]) => this.laneClosed(id, lane)).map(([id]) => id);
-    const fullOwners = [...this.ownerHeld].filter(([, count]) => count >= this.perOwner).map(([id]) => id);
     const rows = await claimDueDeliveries(storage, {
       now,
-      limit: Math.min(this.maxHeld - this.held, CLAIM_BATCH),
+      limit: Math.min(this.lanes.room, CLAIM_BATCH),
       leaseUntil: now + LEASE_TIMEOUTS * this.timeoutMs,
-      excludeWebhookIds: closed,
-      excludeOwnerIds: fullOwners,
+      ...this.lanes.exclusions(),
     });
     if (rows.length === 0) return 0;
 
-    const targets = await this.loadTargets([...new Set(rows.map((row) => row.webhook_id))]);
+    const targets = await loadTargets({ db: storage.db, secrets, log }, [...new Set(rows.map((row) => row.webhook_id))]);
     const returned: number[] = [];
-    const touched = new Set<number>();
+    const admitted = new Set<number>();
     for (const delivery of rows) {
       const target = targets.get(delivery.webhook_id);
-      const lane = target ? this.lane(delivery.webhook_id, target.ownerId) : undefined;
-      if (!target || !lane || this.laneClosed(delivery.webhook_id, lane) || (this.ownerHeld.get(lane.ownerId) ?? 0) >= this.perOwner) {
-        returned.push(delivery.id);
-        continue;
-      }
-      lane.waiting.push({ delivery, target });
-      this.hold(lane.ownerId, 1);
-      touched.add(delivery.webhook_id);
+      if (target && this.lanes.admit({ delivery, target })) admitted.add(delivery.webhook_id);
+      else returned.push(delivery.id);
     }
     await releaseLeases(storage.db, returned);
-    for (const webhookId of touched) this.pump(webhookId);
-    for (const [webhookId, lane] of this.lanes) this.dropIfIdle(webhookId, lane);
+    this.lanes.startAttempts(admitted);
     return rows.length - returned.length;
   }
 
-  private lane(webhookId: number, ownerId: number): Lane {
-    let lane = this.lanes.get(webhookId);
-    if (!lane) {
-      lane = { ownerId, inFlight: 0, stalled: 0, waiting: [] };
-      this.lanes.set(webhookId, lane);
-    }
-    return lane;
-  }
-
-  private dropIfIdle(webhookId: number, lane: Lane): void {
-    if (lane.inFlight === 0 && lane.waiting.length === 0) this.lanes.delete(webhookId);
-  }
-
-  /** Counts deliveries in (or, with a negative count, out of) the process budget and the user's share. */
-  private hold(ownerId: number, count: number): void {
-    this.held += count;
-    const owned = (this.ownerHeld.get(ownerId) ?? 0) + count;
-    if (owned > 0) this.ownerHeld.set(ownerId, owned);
-    else this.ownerHeld.delete(ownerId);
-  }
-
-  /** Takes a lane's waiting work out of this process; returns the ids whose leases to give back. */
-  private unqueue(lane: Lane): number[] {
-    const ids = lane.waiting.splice(0).map((item) => item.delivery.id);
-    this.hold(lane.ownerId, -ids.length);
-    return ids;
-  }
-
-  /** Starts waiting attempts of a webhook while it has free slots. */
-  private pump(webhookId: number): void {
-    const lane = this.lanes.get(webhookId);
-    if (!lane) return;
-    const stale: number[] = [];
-    while (lane.inFlight < this.breaker.limit(webhookId, this.perWebhook) && lane.waiting.length > 0) {
-      const { delivery, target } = lane.waiting.shift()!;
-      // Never start an attempt that could outlive its lease: another worker may take it then.
-      if (Date.now() + this.timeoutMs + 1000 > (delivery.lease_until ?? 0)) {
-        stale.push(delivery.id);
-        this.hold(lane.ownerId, -1);
-        continue;
-      }
-      lane.inFlight++;
-      let stalled = false;
-      const stallTimer = setTimeout(() => {
-        stalled = true;
-        this.stall(webhookId, lane);
-      }, this.stallMs);
-      const attempt = this.attempt(delivery, target).finally(() => {
-        clearTimeout(stallTimer);
-        lane.inFlight--;
-        if (stalled) {
-          lane.stalled--;
-          this.hold(lane.ownerId, -1);
-          this.held++; // a stalled attempt had already left the process budget
-        } else {
-          this.hold(lane.ownerId, -1);
-        }
-        this.attempts.delete(attempt);
-        this.pump(webhookId);
-        this.dropIfIdle(webhookId, lane);
-        // Claim again when there is room for a batch, or when this webhook has run dry.
-        if (this.held <= this.maxHeld / 2 || lane.waiting.length === 0) this.wake();
-      });
-      this.attempts.add(attempt);
-    }
-    if (stale.length) void releaseLeases(this.options.storage.db, stale).catch(() => {});
-  }
-
-  /**
-   * An attempt ran past STALL_MS: it stops counting against the process budget, and when every
-   * slot of its webhook is stuck, the work waiting for one goes back to the queue (issue 11).
-   */
-  private stall(webhookId: number, lane: Lane): void {
-    lane.stalled++;
-    this.held--;
-    if (lane.stalled >= this.breaker.limit(webhookId, this.perWebhook) && lane.waiting.length > 0) {
-      void releaseLeases(this.options.storage.db, this.unqueue(lane)).catch(() => {});
-    }
-    this.wake();
-  }
-
-  private async loadTargets(webhookIds: readonly number[]): Promise<Map<number, WebhookTarget>> {
-    const targets = new Map<number, WebhookTarget>();
-    if (webhookIds.length === 0) return targets;
-    const hooks = await this.options.storage.db
-      .selectFrom('webhooks')
-      .select(['id', 'owner_id', 'target_url', 'secret_sealed', 'previous_secret_sealed', 'previous_secret_expires_at', 'ordering'])
-      .where('id', 'in', webhookIds)
-      .execute();
-    const now = Date.now();
-    for (const hook of hooks) {
-      try {
-        const secrets = [this.options.secrets.open(hook.secret_sealed)];
-        // During a rotation's 24 h overlap both secrets sign (API.md §4).
-        const previous = hook.previous_secret_sealed && (hook.previous_secret_expires_at ?? 0) > now ? this.openOrNull(hook.previous_secret_sealed) : null;
-        if (previous !== null) secrets.push(previous);
-        targets.set(hook.id, { url: hook.target_url, ownerId: Number(hook.owner_id), secrets, ordered: hook.ordering === 'record' });
-      } catch {
-        // Sealed under another SECRET_KEY: nothing can be signed, so the webhook stops with a
-        // reason its owner can read, and the rest of the batch goes on.
-        await disableWebhook(
-          this.options.storage.db,
-          hook.id,
-          'Its secret cannot be decrypted: SECRET_KEY changed since it was stored. Set a new secret to resume.',
-        );
-        this.options.log.error({ webhookId: hook.id }, 'webhook secret cannot be decrypted with this SECRET_KEY; webhook disabled');
-      }
-    }
-    return targets;
-  }
-
-  private openOrNull(sealed: string): string | null {
-    try {
-      return this.options.secrets.open(sealed);
-    } catch {
-      return null;
-    }
-  }
-
-  private loadTransport(): Promise<Transport> {
-    this.transport ??= Promise.all([import('./guarded-agent.js'), import('./send-attempt.js')]).then(([guarded, send]) => ({
-      agent: guarded.createGuardedAgent({ allowPrivate: this.options.allowPrivate, connectTimeoutMs: this.timeoutMs }),
-      sendAttempt: send.sendAttempt,
-    }));
-    return this.transport;
-  }
-
-  private async attempt(delivery: DeliveryRow, target: WebhookTarget): Promise<void> {
+  /** One attempt, when its lane gives it a slot: sign, send, then record the outcome. */
+  private async attempt({ delivery, target }: Claimed): Promise<void> {
     const headers = {
       'x-service-delivery': delivery.guid,
       'x-service-event': delivery.event,
@@ -441,53 +215,16 @@ export class Dispatcher {
       timeoutMs: this.timeoutMs,
     });
     this.options.metrics?.observeAttempt(outcome);
-    const transition = this.breaker.record(delivery.webhook_id, outcome);
-    if (transition === 'opened') {
-      this.options.log.warn(
-        { webhookId: delivery.webhook_id, error: outcome.error },
-        'webhook receiver keeps failing to answer; one attempt at a time until it answers again',
-      );
-    } else if (transition === 'closed') {
-      this.options.log.info({ webhookId: delivery.webhook_id }, 'webhook receiver answers again; full concurrency restored');
-    }
-    this.pending.push({ delivery, outcome, finishedAt: Date.now() });
-    if (target.ordered && delivery.record_key !== null) this.freesOrderedWork = true;
-    await this.scheduleFlush();
+    this.lanes.observe(delivery.webhook_id, outcome);
+    await this.outcomes.add({ delivery, outcome, finishedAt: Date.now() }, target.ordered && delivery.record_key !== null);
   }
 
-  /**
-   * Resolves once the outcomes pending now are stored. Writes wait a few milliseconds to gather
-   * the outcomes of attempts finishing together into one transaction (one commit, not hundreds).
-   */
-  private scheduleFlush(): Promise<void> {
-    this.flushTimer ??= new Promise<void>((resolve) => setTimeout(resolve, FLUSH_DELAY_MS)).then(() => {
-      this.flushTimer = null;
-      return this.flush();
-    });
-    return this.flushTimer;
-  }
-
-  /** Writes pending outcomes; an attempt's slot is freed only once its outcome is stored. */
-  private async flush(): Promise<void> {
-    while (this.flushing) await this.flushing;
-    if (this.pending.length === 0) return;
-    const batch = this.pending;
-    this.pending = [];
-    const announce = this.freesOrderedWork;
-    this.freesOrderedWork = false;
-    const { storage } = this.options;
-    this.flushing = recordAttempts(storage, batch, this.options.schedule)
-      // The next delivery of an ordered record became claimable: other workers hear it now,
-      // not at their next idle poll (this one wakes itself when the attempt's slot frees).
-      .then(() => (announce ? announceDeliveries(storage, storage.db) : undefined))
-      .catch((error: unknown) => {
-        // The leases stay; the deliveries are retried once they expire (at least once, API.md §4).
-        this.options.log.error({ err: error, count: batch.length }, 'could not record delivery attempts');
-      })
-      .finally(() => {
-        this.flushing = null;
-      });
-    await this.flushing;
+  private loadTransport(): Promise<Transport> {
+    this.transport ??= Promise.all([import('./guarded-agent.js'), import('./send-attempt.js')]).then(([guarded, send]) => ({
+      agent: guarded.createGuardedAgent({ allowPrivate: this.options.allowPrivate, connectTimeoutMs: this.timeoutMs }),
+      sendAttempt: send.sendAttempt,
+    }));
+    return this.transport;
   }
 
   /** Waits for a wake-up, the next due retry, or the idle poll, whichever comes first. */

@@ -1,11 +1,13 @@
+import type { FastifyBaseLogger } from 'fastify';
 import { sql, type Kysely } from 'kysely';
 import type { Database } from '../db/schema.js';
 
 // The "prune" stage of the webhook pipeline (STYLE.md 7; issue 11, finding 2): the delivery log
 // is kept for DELIVERY_RETENTION_DAYS, and the receivers' answers in it are capped per webhook
-// and per user, so one tenant's chatty receivers cannot fill the disk. The dispatcher runs it
-// every DELIVERY_PRUNE_INTERVAL_SECONDS, in small batches so no statement holds the (SQLite:
-// only) writer for long. Both statements are plain SQL that SQLite and PostgreSQL share.
+// and per user, so one tenant's chatty receivers cannot fill the disk. `schedulePruning` runs a
+// pass every DELIVERY_PRUNE_INTERVAL_SECONDS while the dispatcher runs, in small batches so no
+// statement holds the (SQLite: only) writer for long. Both statements are plain SQL that SQLite
+// and PostgreSQL share.
 
 /** Rows one statement deletes or truncates; a pass repeats until a batch comes back short. */
 export const PRUNE_BATCH = 500;
@@ -17,6 +19,8 @@ export const FULL_BODIES_PER_WEBHOOK = 20;
 export const FULL_BODIES_PER_USER = 100;
 /** A pause between batches, so API writes get the database in between. */
 const BATCH_PAUSE_MS = 10;
+/** The first pass runs this long after start (or one interval, if shorter). */
+const FIRST_PRUNE_MS = 5_000;
 
 export interface RetentionOptions {
   /** Delivered and failed deliveries created before this (ms since the epoch) are deleted. */
@@ -89,4 +93,54 @@ async function truncateOlderBodies(db: Kysely<Database>): Promise<number> {
 
 function pause(): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, BATCH_PAUSE_MS));
+}
+
+export interface PruningSchedule {
+  /** Delivered and failed deliveries older than this are deleted; default 30 days. */
+  readonly retentionMs?: number;
+  /** How often a pass runs; default 5 minutes. */
+  readonly intervalMs?: number;
+  readonly log: FastifyBaseLogger;
+  /** Called after each batch with what it did (the metrics). */
+  readonly onBatch?: RetentionOptions['onBatch'];
+}
+
+/** Runs retention passes on a timer, one at a time; `stop` clears it and waits for a running pass. */
+export function schedulePruning(db: Kysely<Database>, { retentionMs = 30 * 86_400_000, intervalMs = 300_000, log, onBatch }: PruningSchedule): { stop(): Promise<void> } {
+  let timer: NodeJS.Timeout;
+  let running: Promise<void> | null = null;
+
+  /** One pass; a failure is logged and the next pass tries again. */
+  async function prune(): Promise<void> {
+    try {
+      const done = await pruneDeliveries(db, { before: Date.now() - retentionMs, onBatch });
+      if (done.deleted > 0 || done.truncated > 0) log.info(done, 'pruned the delivery log');
+    } catch (error) {
+      log.warn({ err: error }, 'could not prune the delivery log; will try again');
+    }
+  }
+
+  /** Starts a pass unless one is running. */
+  function startPass(): void {
+    running ??= prune().finally(() => {
+      running = null;
+    });
+  }
+
+  // The first pass runs soon after start, not one interval later: a process restarted more
+  // often than the interval would otherwise never prune (issue 22).
+  timer = setTimeout(() => {
+    startPass();
+    timer = setInterval(startPass, intervalMs);
+    timer.unref();
+  }, Math.min(FIRST_PRUNE_MS, intervalMs));
+  timer.unref();
+
+  return {
+    async stop(): Promise<void> {
+      // clearTimeout clears an interval too (one id space in Node).
+      clearTimeout(timer);
+      await running;
+    },
+  };
 }
