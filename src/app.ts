@@ -21,7 +21,8 @@ import { METHODS, type View } from './http/view.js';
 import { authViews } from './resources/auth-views.js';
 import { docsViews } from './resources/openapi/docs.js';
 import { buildRegistry, type Registry } from './resources/registry.js';
-import type { ChangeListener } from './resources/resource.js';
+import type { QueryFilter } from './resources/filters.js';
+import type { Resource } from './resources/resource.js';
 import { rootView } from './resources/root.js';
 import { withSignup } from './resources/users.js';
 import { buildViewSet, type ViewSet } from './resources/viewset/index.js';
@@ -53,7 +54,6 @@ export interface App {
 export interface AppOptions {
   /** Overrides the rate-limit store (the cluster's shared one under `serve --workers`). */
   readonly limiterFactory?: LimiterFactory;
-  readonly listeners?: readonly ChangeListener[];
   /** Called after a commit that queued deliveries, besides waking this process's dispatcher. */
   readonly onDeliveriesQueued?: () => void;
   /** The collections served (default: the seed's `experiences`, as with no resources folder). */
@@ -154,49 +154,42 @@ export async function buildApp(config: Config, storage: Storage, options: AppOpt
     : () => dispatcher.wake();
   // The registry drives everything below: routes, the root, events, related lists, OpenAPI.
   const registry = options.registry ?? buildRegistry(null);
-  // API.md §6: signup is the users collection's create, only while ALLOW_SIGNUP is on (else 405).
-  const served = [...registry.collections, config.allowSignup ? withSignup(registry.users) : registry.users];
   const repositoryIds = await assignRepositoryIds(storage, registry.collections);
   const viewSets = new Map<string, ViewSet>();
-  // Webhook filters are read by the list filters of the collection's viewset (issue 14).
+  // Webhook filters are read by the list filters of the collection's viewset (issue 14); filled
+  // once the viewsets below are built.
+  const eventFilters = new Map<string, readonly QueryFilter[]>();
   const filtersOf = (collection: string) => viewSets.get(collection)?.filters ?? [];
-  const listeners = [outboxListener({ storage, publicUrl: config.publicUrl, wake, repositoryIds, filtersOf }), ...(options.listeners ?? [])];
+  // Every collection is a declaration served by the one viewset: the declared ones, `users`
+  // (signup is its create, only while ALLOW_SIGNUP is on, API.md §6), and the webhooks and their
+  // deliveries, declared beside the webhook pipeline with hooks saying what is special about them.
+  const collections: Resource[] = [
+    ...registry.collections,
+    config.allowSignup ? withSignup(registry.users) : registry.users,
+    webhooksResource({ storage, secrets: secretBox, allowPrivate: config.webhookAllowPrivate, eventNames: registry.eventNames, eventFilters, wake }),
+    deliveriesResource({ storage, wake }),
+  ];
   const viewSetOptions = {
     storage,
     cursors,
-    listeners,
-    context: { form: false, publicUrl: config.publicUrl, collections: new Set(served.map((resource) => resource.name)) },
-    collections: served,
+    // Only collections with an `event` raise one; the others' changes pass through the outbox untouched.
+    listeners: [outboxListener({ storage, publicUrl: config.publicUrl, wake, repositoryIds, filtersOf })],
+    context: { form: false, publicUrl: config.publicUrl, collections: new Set(collections.map((resource) => resource.name)) },
+    collections,
     viewSets,
   };
-  for (const resource of served) viewSets.set(resource.name, buildViewSet(resource, viewSetOptions));
+  for (const resource of collections) viewSets.set(resource.name, buildViewSet(resource, viewSetOptions));
+  for (const resource of registry.collections) if (resource.event) eventFilters.set(resource.event, filtersOf(resource.name));
   const views: View[] = [
     rootView([...registry.collections.map((resource) => resource.name), 'users', 'webhooks', 'events']),
-    ...served.flatMap((resource) => viewSets.get(resource.name)!.views),
+    ...collections.flatMap((resource) => viewSets.get(resource.name)!.views),
     ...authViews({ ...auth, users: userStore }),
+    eventCatalogView(collections),
+    loginView,
   ];
-  // Webhooks and their deliveries are declarations served by the same viewset, their hooks
-  // saying what is special (webhooks/subscriptions.ts, deliveries-log.ts). Their changes raise no events.
-  const webhookCollections = [
-    webhooksResource({
-      storage,
-      secrets: secretBox,
-      allowPrivate: config.webhookAllowPrivate,
-      eventNames: registry.eventNames,
-      eventFilters: new Map(registry.collections.filter((resource) => resource.event).map((resource) => [resource.event!, filtersOf(resource.name)])),
-      wake,
-    }),
-    deliveriesResource({ storage, wake }),
-  ];
-  for (const resource of webhookCollections) {
-    const viewSet = buildViewSet(resource, { ...viewSetOptions, listeners: [], collections: webhookCollections });
-    viewSets.set(resource.name, viewSet);
-    views.push(...viewSet.views);
-  }
-  views.push(eventCatalogView(served), loginView);
   // API.md §5: generated on first request from the declarations and every view registered here.
   views.push(...docsViews(() => buildOpenApi({
-        resources: [...served, ...webhookCollections],
+        resources: collections,
         filters: new Map([...viewSets].map(([name, viewSet]) => [name, viewSet.filters])),
         views,
         version: VERSION,

@@ -22,15 +22,13 @@ export interface LoadedDeclaration {
 }
 
 export interface Registry {
-  /** The collections served, in declaration order: what the API root lists first. */
+  /** The declared collections (or, with no folder, `experiences`), in declaration order: what the API root lists first. app.ts serves them with `users`, the webhooks and their deliveries. */
   readonly collections: readonly Resource[];
   /** `users`, with a reverse list per owned collection. */
   readonly users: Resource;
-  /** Every collection a path may name: the declared ones and `users`. */
-  readonly all: readonly Resource[];
   /** Event names a webhook may subscribe to, besides `*`. */
   readonly eventNames: readonly string[];
-  /** The collection with this name, if served. */
+  /** The declared collection or `users` with this name (what a reference may name). */
   find(name: string): Resource | undefined;
 }
 
@@ -104,7 +102,7 @@ export function buildRegistry(declared: readonly LoadedDeclaration[] | null): Re
       if (!refersHere) fail(name, `"${relation.collection}.${relation.field}" is not a reference to ${resource.name}`);
     }
   }
-  return { collections, users, all, eventNames: [...byEvent.keys()], find };
+  return { collections, users, eventNames: [...byEvent.keys()], find };
 }
 
 /** What the declared collections ask of the database (the user's migrations must describe this). */
