@@ -43,8 +43,8 @@ async function waitingBehind(db: DynamicDb, rows: readonly Row[]): Promise<Map<n
   const behind = new Map<number, number>();
   if (rows.length === 0) return behind;
   const webhookId = Number(rows[0]!.webhook_id);
-  const hook = (await db.selectFrom('webhooks').select('ordering').where('id', '=', webhookId).executeTakeFirst()) as { ordering: string } | undefined;
-  if (hook?.ordering !== 'record') return behind;
+  const webhook = (await db.selectFrom('webhooks').select('ordering').where('id', '=', webhookId).executeTakeFirst()) as { ordering: string } | undefined;
+  if (webhook?.ordering !== 'record') return behind;
   const waiting = (row: Row) => row.record_key !== null && WAITING.includes(row.status as never);
   const keys = [...new Set(rows.filter(waiting).map((row) => String(row.record_key)))];
   if (keys.length === 0) return behind;
@@ -221,8 +221,8 @@ export function deliveriesResource({ storage, wake }: { storage: Storage; wake: 
     detailOnly: ['request', 'response'],
     hooks: {
       async scope(request) {
-        const hook = await loadOwnWebhook(db, request);
-        return (eb) => eb('webhook_id', '=', hook.id);
+        const webhook = await loadOwnWebhook(db, request);
+        return (eb) => eb('webhook_id', '=', webhook.id);
       },
       async represent(rows, out, { detail, executor }) {
         const behind = await waitingBehind(executor, rows);
@@ -259,10 +259,10 @@ export function deliveriesResource({ storage, wake }: { storage: Storage; wake: 
           },
         },
         async handle(request, viewSet) {
-          const hook = await loadOwnWebhook(db, request);
+          const webhook = await loadOwnWebhook(db, request);
           const { queued, remaining } = await viewSet.transact((trx) =>
             redeliver(storage, trx, {
-              webhookId: hook.id,
+              webhookId: webhook.id,
               selection: (eb) => eb.and([eb('d.status', '=', 'failed'), latestOfItsGuid(eb)]),
               limit: MAX_REDELIVERIES_PER_DAY,
             }),
@@ -304,11 +304,11 @@ export function deliveriesResource({ storage, wake }: { storage: Storage; wake: 
           },
         },
         async handle(request, viewSet) {
-          const hook = await loadOwnWebhook(db, request);
+          const webhook = await loadOwnWebhook(db, request);
           const { since, until, status } = readReplay(await request.data());
           const { queued, remaining } = await viewSet.transact((trx) =>
             redeliver(storage, trx, {
-              webhookId: hook.id,
+              webhookId: webhook.id,
               // The latest entry of each guid created in the range with that status: a delivery
               // already redelivered (by hand or by an earlier replay) is not sent twice.
               selection: (eb) => eb.and([eb('d.status', '=', status), eb('d.created_at', '>=', since), eb('d.created_at', '<', until), latestOfItsGuid(eb)]),

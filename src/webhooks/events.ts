@@ -82,11 +82,11 @@ const ZEN = [
 ];
 
 /** The body of a `ping` (API.md §4): zen, the hook's id and description (never its secret), sender. */
-export function pingPayload(hook: Record<string, unknown>, sender: Actor): Record<string, unknown> {
+export function pingPayload(webhook: Record<string, unknown>, sender: Actor): Record<string, unknown> {
   return {
     zen: ZEN[Math.floor(Math.random() * ZEN.length)],
-    hook_id: hook.id,
-    hook: { type: 'Repository', ...hook },
+    hook_id: webhook.id,
+    hook: { type: 'Repository', ...webhook },
     sender,
   };
 }

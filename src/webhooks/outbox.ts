@@ -93,7 +93,7 @@ async function lookUpOwner(trx: Executor, ownerId: number, change: Change): Prom
   return row ? { login: row.username, id: row.id } : { login: change.actor.username, id: change.actor.id };
 }
 
-interface ActiveHook {
+interface ActiveWebhook {
   id: number;
   events: string;
   filter: string | null;
@@ -113,13 +113,13 @@ export function outboxListener({ storage, publicUrl, wake, repositoryIds, filter
   // Asked for every change, so compiled once, and once per transaction: on SQLite the
   // transaction holds the write lock, so no webhook can change under it, and a group commit
   // (db/group-commit.ts) runs many changes in one (issue #6 profile).
-  const activeHooks = storage.db.selectFrom('webhooks').select(['id', 'events', 'filter']).where('active', '=', 1).compile();
-  const hooksOf = new WeakMap<Executor, Promise<ActiveHook[]>>();
-  const hooks = (trx: Executor): Promise<ActiveHook[]> => {
-    let lookup = hooksOf.get(trx);
+  const activeWebhooksQuery = storage.db.selectFrom('webhooks').select(['id', 'events', 'filter']).where('active', '=', 1).compile();
+  const webhooksOf = new WeakMap<Executor, Promise<ActiveWebhook[]>>();
+  const webhooks = (trx: Executor): Promise<ActiveWebhook[]> => {
+    let lookup = webhooksOf.get(trx);
     if (lookup === undefined) {
-      lookup = trx.executeQuery(activeHooks).then(({ rows }) => rows);
-      hooksOf.set(trx, lookup);
+      lookup = trx.executeQuery(activeWebhooksQuery).then(({ rows }) => rows);
+      webhooksOf.set(trx, lookup);
     }
     return lookup;
   };
@@ -130,7 +130,7 @@ export function outboxListener({ storage, publicUrl, wake, repositoryIds, filter
   async function rememberBefore(trx: Executor, { resource, id }: PendingChange): Promise<void> {
     const event = resource.event;
     if (!event) return;
-    const filtered = (await hooks(trx)).filter((hook) => hook.filter !== null && subscribes(hook.events, event));
+    const filtered = (await webhooks(trx)).filter((webhook) => webhook.filter !== null && subscribes(webhook.events, event));
     if (filtered.length === 0) return;
     const verdicts = await filters.verdicts(trx, resource, event, id, filtered);
     let byRecord = matchedBefore.get(trx);
@@ -142,7 +142,7 @@ export function outboxListener({ storage, publicUrl, wake, repositoryIds, filter
   async function eventsOf(trx: Executor, change: Change, owners: Map<number, Promise<Actor>>): Promise<NewEvent[]> {
     const event = change.resource.event;
     if (!event) return [];
-    const matching = (await hooks(trx)).filter((hook) => subscribes(hook.events, event));
+    const matching = (await webhooks(trx)).filter((webhook) => subscribes(webhook.events, event));
     if (matching.length === 0) return [];
     const id = Number(change.record.id);
     const key = recordKey(change.resource.name, id);
@@ -152,22 +152,22 @@ export function outboxListener({ storage, publicUrl, wake, repositoryIds, filter
     const after = change.action === 'deleted' ? new Map<number, boolean>() : await filters.verdicts(trx, change.resource, event, id, matching);
     let plain: string | undefined;
     const events: NewEvent[] = [];
-    for (const hook of matching) {
-      const filtered = hook.filter !== null && filters.conditions(hook, event, change.resource) !== null;
+    for (const webhook of matching) {
+      const filtered = webhook.filter !== null && filters.conditions(webhook, event, change.resource) !== null;
       let body: string;
       if (!filtered) {
         body = plain ??= JSON.stringify(payload);
       } else {
         const verdict: FilterVerdict = {
-          matched_before: change.action !== 'created' && (before?.get(hook.id) ?? false),
-          matched_after: change.action !== 'deleted' && (after.get(hook.id) ?? false),
+          matched_before: change.action !== 'created' && (before?.get(webhook.id) ?? false),
+          matched_after: change.action !== 'deleted' && (after.get(webhook.id) ?? false),
         };
         // `updated` is sent when the record matches after the change or matched before it, so a
         // receiver hears of a record leaving the filter too; the body says which.
         if (!verdict.matched_before && !verdict.matched_after) continue;
         body = JSON.stringify({ ...payload, filter: verdict });
       }
-      events.push({ webhookId: hook.id, event, action: change.action, body, recordKey: key });
+      events.push({ webhookId: webhook.id, event, action: change.action, body, recordKey: key });
     }
     return events;
   }

@@ -115,9 +115,9 @@ export async function recordAttempts(storage: Storage, records: readonly Attempt
           .where('id', '=', webhookId)
           .execute();
       } else {
-        const hook = await trx.selectFrom('webhooks').select(['failing_since']).where('id', '=', webhookId).executeTakeFirst();
-        if (!hook) continue;
-        const failingSince = hook.failing_since ?? finishedAt;
+        const webhook = await trx.selectFrom('webhooks').select(['failing_since']).where('id', '=', webhookId).executeTakeFirst();
+        if (!webhook) continue;
+        const failingSince = webhook.failing_since ?? finishedAt;
         const disable = finishedAt - failingSince >= DISABLE_AFTER_MS;
         await trx
           .updateTable('webhooks')

@@ -115,10 +115,10 @@ export function webhooksResource(options: WebhookOptions): Resource {
   const { storage, secrets, allowPrivate, eventNames, eventFilters, wake } = options;
   const allowed = ['*', ...eventNames];
 
-  async function enqueuePing(trx: DynamicDb, hook: Record<string, unknown>, request: ApiRequest): Promise<void> {
+  async function enqueuePing(trx: DynamicDb, webhook: Record<string, unknown>, request: ApiRequest): Promise<void> {
     const user = request.user!;
-    const body = JSON.stringify(pingPayload(hook, { login: user.username, id: user.id }));
-    await enqueueDeliveries(storage, trx as never, [{ webhookId: Number(hook.id), event: 'ping', action: null, body }]);
+    const body = JSON.stringify(pingPayload(webhook, { login: user.username, id: user.id }));
+    await enqueueDeliveries(storage, trx as never, [{ webhookId: Number(webhook.id), event: 'ping', action: null, body }]);
   }
 
   // Fields a `field.<type>()` cannot state exactly: their own checks, messages and descriptions.
@@ -288,8 +288,8 @@ export function webhooksResource(options: WebhookOptions): Resource {
         path: 'pings/',
         docs: { responses: { '204': { description: 'A ping is queued.' } } },
         async handle(request, viewSet) {
-          const [hook] = await viewSet.represent([await viewSet.loadRow(request)]);
-          await viewSet.transact((trx) => enqueuePing(trx, hook!, request));
+          const [webhook] = await viewSet.represent([await viewSet.loadRow(request)]);
+          await viewSet.transact((trx) => enqueuePing(trx, webhook!, request));
           wake();
           return { status: 204 };
         },

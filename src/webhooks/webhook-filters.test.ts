@@ -60,7 +60,7 @@ describe.each(BACKENDS)('webhook filters at write time on %s', (backend) => {
 
   it('a filter that fails to run matches nothing, the others are answered, and the write commits', async () => {
     const filters = new WebhookFilters(storage.db as unknown as DynamicDb, () => FILTERS);
-    const hooks = [
+    const webhooks = [
       { id: 1, filter: JSON.stringify({ note: 'title=tea' }) },
       { id: 2, filter: JSON.stringify({ note: 'broken=1' }) },
       { id: 3, filter: JSON.stringify({ note: 'title=coffee' }) },
@@ -70,7 +70,7 @@ describe.each(BACKENDS)('webhook filters at write time on %s', (backend) => {
       { id: 6, filter: null },
     ];
     const verdicts = await storage.db.transaction().execute(async (trx) => {
-      const found = await filters.verdicts(trx, NOTES, 'note', 1, hooks);
+      const found = await filters.verdicts(trx, NOTES, 'note', 1, webhooks);
       // The writer's transaction goes on after the failed filter.
       await sql`insert into notes (id, title) values (2, 'written after')`.execute(trx);
       return found;
@@ -80,7 +80,7 @@ describe.each(BACKENDS)('webhook filters at write time on %s', (backend) => {
     expect(rows).toEqual([{ title: 'written after' }]);
     // Asked again (the compiled queries reused), for another record: the same answers, by its values.
     await sql`update notes set title = 'coffee' where id = 2`.execute(storage.db);
-    const again = await storage.db.transaction().execute((trx) => filters.verdicts(trx, NOTES, 'note', 2, hooks));
+    const again = await storage.db.transaction().execute((trx) => filters.verdicts(trx, NOTES, 'note', 2, webhooks));
     expect(Object.fromEntries(again)).toEqual({ 1: false, 2: false, 3: true, 4: false });
   });
 });

@@ -12,7 +12,7 @@ import type { Resource } from '../resources/resource.js';
 type Executor = Transaction<Database> | Kysely<Database>;
 
 /** A webhook as the outbox reads it: its id and stored filter (JSON text, per event a query string). */
-export interface FilteredHook {
+export interface FilteredWebhook {
   readonly id: number;
   readonly filter: string | null;
 }
@@ -50,12 +50,12 @@ export class WebhookFilters {
   ) {}
 
   /** The conditions of a webhook's filter for `event`, or null when it has none for that event. */
-  conditions(hook: FilteredHook, event: string, resource: Resource): readonly Condition[] | null {
-    if (hook.filter === null) return null;
-    let known = this.read.get(hook.id);
-    if (known?.text !== hook.filter) {
-      known = { text: hook.filter, queries: JSON.parse(hook.filter) as Record<string, string>, byEvent: new Map() };
-      this.read.set(hook.id, known);
+  conditions(webhook: FilteredWebhook, event: string, resource: Resource): readonly Condition[] | null {
+    if (webhook.filter === null) return null;
+    let known = this.read.get(webhook.id);
+    if (known?.text !== webhook.filter) {
+      known = { text: webhook.filter, queries: JSON.parse(webhook.filter) as Record<string, string>, byEvent: new Map() };
+      this.read.set(webhook.id, known);
     }
     const query = known.queries[event];
     if (query === undefined) return null;
@@ -70,28 +70,28 @@ export class WebhookFilters {
   }
 
   /**
-   * Of `hooks`, those with a filter for `event`, each with whether the record `id` meets it now,
+   * Of `webhooks`, those with a filter for `event`, each with whether the record `id` meets it now,
    * read in the change's transaction.
    */
-  async verdicts(trx: Executor, resource: Resource, event: string, id: number, hooks: readonly FilteredHook[]): Promise<Map<number, boolean>> {
-    const filtered = hooks.flatMap((hook) => {
-      const conditions = this.conditions(hook, event, resource);
-      return conditions === null ? [] : [{ id: hook.id, conditions }];
+  async verdicts(trx: Executor, resource: Resource, event: string, id: number, hooks: readonly FilteredWebhook[]): Promise<Map<number, boolean>> {
+    const filtered = hooks.flatMap((webhook) => {
+      const conditions = this.conditions(webhook, event, resource);
+      return conditions === null ? [] : [{ id: webhook.id, conditions }];
     });
     const verdicts = new Map<number, boolean>();
     if (filtered.length === 0) return verdicts;
-    const queries = this.queries(resource, filtered.map((hook) => hook.conditions));
+    const queries = this.queries(resource, filtered.map((webhook) => webhook.conditions));
     for (const [index, query] of queries.entries()) {
       const chunk = filtered.slice(index * HOOKS_PER_QUERY, (index + 1) * HOOKS_PER_QUERY);
       const rows = await runGuarded(trx, withId(query, id));
       if (rows !== null) {
-        chunk.forEach((hook, column) => verdicts.set(hook.id, isTrue(rows[0]?.[`m${column}`])));
+        chunk.forEach((webhook, column) => verdicts.set(webhook.id, isTrue(rows[0]?.[`m${column}`])));
         continue;
       }
       // One filter failed to run (none should, within the limits): each alone, so it fails only its own.
-      for (const hook of chunk) {
-        const alone = await runGuarded(trx, withId(this.compile(resource, [hook.conditions]), id));
-        verdicts.set(hook.id, isTrue(alone?.[0]?.m0));
+      for (const webhook of chunk) {
+        const alone = await runGuarded(trx, withId(this.compile(resource, [webhook.conditions]), id));
+        verdicts.set(webhook.id, isTrue(alone?.[0]?.m0));
       }
     }
     return verdicts;
