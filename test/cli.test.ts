@@ -1,13 +1,16 @@
 import { spawn } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { basic, createTestDatabase, startServer, type RunningServer, type TestDatabase } from './support/server.js';
 
 const BIN = new URL('../bin/restwire.js', import.meta.url).pathname;
 
 /** Runs the CLI as an operator would; resolves with its exit code and output. */
-function cli(database: TestDatabase, args: string[], stdin = ''): Promise<{ code: number | null; stdout: string; stderr: string }> {
+function cli(database: TestDatabase, args: string[], stdin = '', cwd?: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [BIN, ...args], { env: { PATH: process.env.PATH ?? '', ...database.env }, stdio: ['pipe', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [BIN, ...args], { env: { PATH: process.env.PATH ?? '', ...database.env }, stdio: ['pipe', 'pipe', 'pipe'], ...(cwd ? { cwd } : {}) });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
@@ -82,5 +85,48 @@ describe('the restwire CLI', () => {
     const result = await cli({ ...database, env: { ...database.env, RATE_LIMIT_ANON: 'lots' } }, ['migrate']);
     expect(result.code).toBe(1);
     expect(result.stderr).toMatch(/RATE_LIMIT_ANON/);
+  });
+});
+
+describe('restwire init', () => {
+  const noDatabase = { env: {} } as TestDatabase;
+  let parent: string;
+  beforeAll(() => {
+    parent = mkdtempSync(join(tmpdir(), 'restwire-init-'));
+  });
+  afterAll(() => rmSync(parent, { recursive: true, force: true }));
+
+  it('writes a project into a new folder, named after it, and prints the files and the next commands', async () => {
+    const result = await cli(noDatabase, ['init', 'My Notes'], '', parent);
+    expect(result.code).toBe(0);
+    const dir = join(parent, 'My Notes');
+    const files = ['.gitignore', 'migrations/0001_initial.json', 'package.json', 'README.md', 'resources/notes.ts', 'tsconfig.json'];
+    for (const file of files) expect(result.stdout).toContain(`  ${file}\n`);
+    expect(result.stdout).toMatch(/cd 'My Notes'\n {2}npm install\n {2}npm start/);
+    expect(readdirSync(dir).sort()).toEqual(['.gitignore', 'README.md', 'migrations', 'package.json', 'resources', 'tsconfig.json']);
+    const written = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as { name: string; type: string; scripts: Record<string, string> };
+    expect(written).toMatchObject({ name: 'my-notes', type: 'module', scripts: { start: 'restwire serve' } });
+    expect(readFileSync(join(dir, 'README.md'), 'utf8')).toMatch(/^# my-notes\n/);
+    expect(readFileSync(join(dir, 'resources/notes.ts'), 'utf8')).toMatch(/export default defineResource\(/);
+  });
+
+  it('writes into the current folder when given none', async () => {
+    const dir = join(parent, 'here');
+    mkdirSync(dir);
+    const result = await cli(noDatabase, ['init'], '', dir);
+    expect(result.code).toBe(0);
+    expect(result.stdout).toMatch(/in this folder:/);
+    expect(result.stdout).not.toMatch(/cd /);
+    expect(JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8'))).toMatchObject({ name: 'here' });
+  });
+
+  it('refuses a folder that is not empty: exit 1, a message, nothing written', async () => {
+    const dir = join(parent, 'taken');
+    mkdirSync(dir);
+    writeFileSync(join(dir, 'notes.txt'), 'mine');
+    const result = await cli(noDatabase, ['init', 'taken'], '', parent);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toMatch(/^restwire: taken is not empty/);
+    expect(readdirSync(dir)).toEqual(['notes.txt']);
   });
 });

@@ -8,8 +8,9 @@ import { describeOperation, diffStates, replay, type FieldRename } from '../db/m
 import { collectionsWithRows } from '../db/data-loss-guard.js';
 import { applyUserMigrations, pendingUserMigrations } from '../db/user-migrations.js';
 import { declaredState } from '../resources/registry.js';
+import { InitError, initProject } from './init.js';
 import { loadProject } from './project.js';
-import { relative } from 'node:path';
+import { relative, resolve } from 'node:path';
 import { UserStore } from '../auth/users.js';
 import { loadKeys } from '../auth/keys.js';
 import { PasswordChangeLog } from '../auth/password-changes.js';
@@ -44,6 +45,26 @@ function withFolders(command: Command): Command {
     .option('--resources <dir>', 'folder of resource declarations (RESOURCES_DIR; default ./resources when it exists)')
     .option('--migrations <dir>', 'folder of migration files (MIGRATIONS_DIR; default ./migrations)');
 }
+
+program
+  .command('init')
+  .description('write a new project (package.json, an example declaration in resources/, its migration) into DIR')
+  .argument('[dir]', 'a new or empty folder', '.')
+  .action((dir: string) => {
+    let written: string[];
+    try {
+      written = initProject(dir);
+    } catch (error) {
+      if (error instanceof InitError) fail(error.message);
+      throw error;
+    }
+    const inside = relative(process.cwd(), resolve(dir));
+    const where = inside.startsWith('..') ? resolve(dir) : inside;
+    const quoted = /^[\w./-]+$/.test(where) ? where : `'${where.replaceAll("'", "'\\''")}'`;
+    process.stdout.write(`Wrote a restwire project in ${where ? quoted : 'this folder'}:\n`);
+    for (const file of written) process.stdout.write(`  ${file}\n`);
+    process.stdout.write(`\nNext:\n${where ? `  cd ${quoted}\n` : ''}  npm install\n  npm start   # serves http://127.0.0.1:8000\n`);
+  });
 
 withFolders(program
   .command('serve')
