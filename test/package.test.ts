@@ -65,6 +65,8 @@ describe('the npm package', () => {
     const started = performance.now();
     await runOk('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund', tarball], empty, {
       npm_config_nodedir: process.env.npm_config_nodedir ?? '/usr',
+      // better-sqlite3 compiles from source here; node-gyp's make on every core.
+      JOBS: 'max',
     });
     // Not asserted (CI machines are noisy); printed so a slow install is seen.
     console.log(`npm install <tarball>: ${((performance.now() - started) / 1000).toFixed(0)} s`);
