@@ -4,7 +4,7 @@
 
 import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
 
-/** The policy the HTML pages need (renderers.ts, docs.ts), and nothing more. */
+/** The policy the HTML pages need (renderers.ts, resources/openapi/docs-page.ts), and nothing more. */
 export const CONTENT_SECURITY_POLICY =
   "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'";
 
@@ -24,7 +24,7 @@ export function securityHeaders(_request: FastifyRequest, reply: FastifyReply, d
 
 // Browsable pages: scripts and styles come only from restwire's own origin (`/static/restwire/`);
 // no inline script or style, no framing, forms and fetches only to this origin. The
-// self-contained docs page (`resources/openapi/docs.ts`, inline <style>) is sent with CONTENT_SECURITY_POLICY.
+// self-contained docs page (`resources/openapi/docs-page.ts`, inline <style>) is sent with CONTENT_SECURITY_POLICY.
 
 /** Content-Security-Policy of every browsable page (CSP Level 3). */
 export const BROWSABLE_CSP = [
