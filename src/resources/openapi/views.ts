@@ -1,10 +1,10 @@
 // `/api/v1/openapi.json` and `/api/v1/docs/` (API.md §5): the generated OpenAPI document, and the
-// same document as a page for people (`docs-page.ts`).
+// same document as a browsable page for people (`docs-page.ts`), which only answers HTML.
 
 import { allowAny } from '../../auth/permissions.js';
 import { HTML_TYPE, JSON_TYPE } from '../../http/renderers.js';
 import type { View } from '../../http/view.js';
-import { renderDocsPage } from './docs-page.js';
+import { docsPage } from './docs-page.js';
 import type { OpenApiDocument } from './types.js';
 
 /**
@@ -13,7 +13,6 @@ import type { OpenApiDocument } from './types.js';
  */
 export function docsViews(document: () => OpenApiDocument): View[] {
   let built: OpenApiDocument | undefined;
-  let page: string | undefined;
   const current = () => (built ??= document());
   return [
     {
@@ -34,7 +33,8 @@ export function docsViews(document: () => OpenApiDocument): View[] {
       description: 'The OpenAPI document as a readable page.',
       path: '/api/v1/docs/',
       mediaTypes: [HTML_TYPE],
-      actions: { GET: { permission: allowAny, handle: async () => ({ rendered: (page ??= renderDocsPage(current())) }) } },
+      page: docsPage,
+      actions: { GET: { permission: allowAny, handle: async () => ({ body: current() }) } },
     },
   ];
 }
