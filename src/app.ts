@@ -19,7 +19,7 @@ import { clientErrorHandler, createProblemHandler, frameworkErrorHandler, notFou
 import { securityHeaders } from './http/security-headers.js';
 import { METHODS, type View } from './http/view.js';
 import { authViews } from './resources/auth-views.js';
-import { docsViews } from './resources/openapi/docs.js';
+import { docsViews } from './resources/openapi/views.js';
 import { buildRegistry, type Registry } from './resources/registry.js';
 import type { QueryFilter } from './resources/filters.js';
 import type { Resource } from './resources/resource.js';

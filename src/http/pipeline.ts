@@ -222,26 +222,24 @@ const RENDERERS: Record<string, Renderer> = {
 
 function render(request: FastifyRequest, reply: FastifyReply, view: View, response: ApiResponse): CachedRepresentation {
   const status = response.status ?? 200;
-  if (response.body === undefined && response.rendered === undefined) {
+  if (response.body === undefined) {
     return { status, headers: response.headers, contentType: null, text: null, etag: null };
   }
   const mediaType = request.api!.mediaType;
-  const text =
-    response.rendered ??
-    RENDERERS[mediaType]!(response.body, {
-      columns: view.columns ?? [],
-      title: view.name,
-      method: request.method,
-      path: `${request.api!.path}${request.api!.query}`,
-      status,
-      allow: allowedMethods(view),
-      view,
-      user: request.api!.identity?.user ?? null,
-      headers: () => responseHeaders(reply, response, mediaType),
-    });
+  const text = RENDERERS[mediaType]!(response.body, {
+    columns: view.columns ?? [],
+    title: view.name,
+    method: request.method,
+    path: `${request.api!.path}${request.api!.query}`,
+    status,
+    allow: allowedMethods(view),
+    view,
+    user: request.api!.identity?.user ?? null,
+    headers: () => responseHeaders(reply, response, mediaType),
+  });
   const etag = (request.method === 'GET' || request.method === 'HEAD') && status === 200 ? entityTag(text, mediaType) : null;
-  // The browsable pages (not the self-contained docs page, `rendered`) get their CSP.
-  const headers = mediaType === HTML_TYPE && response.rendered === undefined ? { ...response.headers, ...BROWSABLE_SECURITY_HEADERS } : response.headers;
+  // Every HTML answer is a browsable page, the docs page included: they get their CSP.
+  const headers = mediaType === HTML_TYPE ? { ...response.headers, ...BROWSABLE_SECURITY_HEADERS } : response.headers;
   return { status, headers, contentType: CONTENT_TYPES[mediaType] ?? mediaType, text, etag };
 }
 

@@ -4,7 +4,11 @@
 
 import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
 
-/** The policy the HTML pages need (renderers.ts, docs.ts), and nothing more. */
+/**
+ * The policy of every response that is not a browsable page; none of them is HTML. Its style,
+ * image and form sources date from the docs page's inline style (now a browsable page) and are
+ * kept, so that no other response's headers change.
+ */
 export const CONTENT_SECURITY_POLICY =
   "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'";
 
@@ -22,9 +26,9 @@ export function securityHeaders(_request: FastifyRequest, reply: FastifyReply, d
   done();
 }
 
-// Browsable pages: scripts and styles come only from restwire's own origin (`/static/restwire/`);
-// no inline script or style, no framing, forms and fetches only to this origin. The
-// self-contained docs page (`resources/openapi/docs.ts`, inline <style>) is sent with CONTENT_SECURITY_POLICY.
+// Browsable pages, the docs page (`resources/openapi/docs-page.ts`) among them: scripts and
+// styles come only from restwire's own origin (`/static/restwire/`); no inline script or style,
+// no framing, forms and fetches only to this origin.
 
 /** Content-Security-Policy of every browsable page (CSP Level 3). */
 export const BROWSABLE_CSP = [

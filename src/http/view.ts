@@ -27,11 +27,6 @@ export interface ApiResponse {
   readonly status?: number;
   /** Omitted for 204. */
   readonly body?: unknown;
-  /**
-   * Text already in the negotiated media type, sent as-is instead of rendering `body` (the docs
-   * page, which is a document rather than data in the browsable API). ETag and 304 still apply.
-   */
-  readonly rendered?: string;
   /** A list sends the header once per value (several `Set-Cookie`). */
   readonly headers?: Readonly<Record<string, string | string[]>>;
 }
@@ -82,8 +77,8 @@ export interface View {
   readonly listControls?: ListControls;
   /**
    * The browsable page that draws a GET's 200 body, when not the generic one: a dashboard (the
-   * webhooks and their deliveries, API.md §4) or a page for people (login). Named by the
-   * declaration or view that needs it, so the renderer knows no routes.
+   * webhooks and their deliveries, API.md §4) or a page for people (login, the API docs). Named
+   * by the declaration or view that needs it, so the renderer knows no routes.
    */
   readonly page?: PageTemplate;
 }

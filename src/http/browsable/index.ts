@@ -8,7 +8,8 @@ import { responseView } from './response-view.js';
 // The browsable API (issue 12): every `/api/v1/` GET asked for as text/html renders a page from
 // the view, its declaration's metadata and the response. Most views use the generic page; a view
 // that names its own (`View.page`: the webhook and delivery dashboards of API.md §4, declared
-// beside them in webhooks/pages/; the login page) gets that one for a GET's body.
+// beside them in webhooks/pages/; the login page; the API docs, in resources/openapi/) gets that
+// one for a GET's body.
 
 /** Renders a response body as a browsable page. */
 export function renderBrowsable(body: unknown, context: RenderContext): string {

@@ -1,5 +1,5 @@
 // The shape of the OpenAPI 3.1 document restwire generates (API.md §5): the objects the builders
-// in this folder produce and docs.ts reads, typed only as far as restwire fills them, and the
+// in this folder produce and docs-page.ts reads, typed only as far as restwire fills them, and the
 // methods the document has operations for.
 
 import type { Method } from '../../http/view.js';

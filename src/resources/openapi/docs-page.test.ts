@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { allowAny } from '../../auth/permissions.js';
 import { buildOpenApi } from './document.js';
 import type { View } from '../../http/view.js';
-import { renderDocsPage } from './docs.js';
+import { renderDocsPage } from './docs-page.js';
 import { experiences } from '../experiences.js';
 
 describe('renderDocsPage', () => {

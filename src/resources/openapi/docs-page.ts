@@ -1,8 +1,9 @@
-// `/api/v1/openapi.json` and `/api/v1/docs/` (API.md §5): the generated OpenAPI document, and
-// the same document as one self-contained HTML page. No CDN and no script: every path,
-// operation and schema is written out as escaped HTML, readable in any browser.
+// `/api/v1/docs/` (API.md §5): the OpenAPI document as a browsable page, drawn inside the shared
+// layout and styled by its one stylesheet (`.docs` in assets/browsable.css). Every path,
+// operation and schema is written out as escaped HTML: the page needs no script to be read.
+// Built with `escapeHtml` rather than ghtml's `html`: descriptions are escaped first and their
+// backquoted spans then become <code> (`prose`), so most cells are markup built here.
 
-import { allowAny } from '../../auth/permissions.js';
 import {
   OPERATION_METHODS,
   type OpenApiDocument,
@@ -12,40 +13,8 @@ import {
   type ResponseObject,
   type SchemaObject,
 } from './types.js';
-import { escapeHtml, HTML_TYPE, JSON_TYPE } from '../../http/renderers.js';
-import type { View } from '../../http/view.js';
-
-/**
- * The two views. `document` is called once, on the first request, so that it sees every view
- * registered by then, these two included.
- */
-export function docsViews(document: () => OpenApiDocument): View[] {
-  let built: OpenApiDocument | undefined;
-  let page: string | undefined;
-  const current = () => (built ??= document());
-  return [
-    {
-      name: 'OpenAPI Document',
-      description: 'This API described in OpenAPI 3.1, generated from the resource declarations and views.',
-      path: '/api/v1/openapi.json',
-      mediaTypes: [JSON_TYPE],
-      actions: {
-        GET: {
-          permission: allowAny,
-          handle: async () => ({ body: current() }),
-          docs: { responses: { '200': { description: 'This document.', schema: { type: 'object', required: ['openapi', 'info', 'paths'] } } } },
-        },
-      },
-    },
-    {
-      name: 'API Documentation',
-      description: 'The OpenAPI document as a readable page.',
-      path: '/api/v1/docs/',
-      mediaTypes: [HTML_TYPE],
-      actions: { GET: { permission: allowAny, handle: async () => ({ rendered: (page ??= renderDocsPage(current())) }) } },
-    },
-  ];
-}
+import { escapeHtml } from '../../http/renderers.js';
+import type { PageTemplate } from '../../http/view.js';
 
 const isRef = (value: object): value is Reference => '$ref' in value;
 /** `#/components/schemas/Experience` → `Experience`. */
@@ -88,7 +57,7 @@ function table(head: string[], rows: string[][]): string {
   if (rows.length === 0) return '';
   const th = head.map((cell) => `<th>${cell}</th>`).join('');
   const tr = rows.map((row) => `<tr>${row.map((cell) => `<td>${cell}</td>`).join('')}</tr>`).join('\n');
-  return `<table><thead><tr>${th}</tr></thead><tbody>\n${tr}\n</tbody></table>`;
+  return `<div class="table-wrap"><table><thead><tr>${th}</tr></thead><tbody>\n${tr}\n</tbody></table></div>`;
 }
 
 function parameterRows(doc: OpenApiDocument, parameters: Array<ParameterObject | Reference>): string[][] {
@@ -135,7 +104,20 @@ function schemaSection(name: string, schema: SchemaObject): string {
 ${table(['Field', 'Type', 'Required', '', 'Description'], rows)}</section>`;
 }
 
-/** The whole page: overview, authentication, each path and operation, then the components. */
+const drawn = new WeakMap<OpenApiDocument, string>();
+
+/**
+ * The docs view's page (`View.page`), drawn inside the shared layout: the view's body is the
+ * OpenAPI document, built once, so its page is drawn once too.
+ */
+export const docsPage: PageTemplate = (body) => {
+  const doc = body as OpenApiDocument;
+  let page = drawn.get(doc);
+  if (page === undefined) drawn.set(doc, (page = renderDocsPage(doc)));
+  return page;
+};
+
+/** The page's content: overview, authentication, each path and operation, then the components. */
 export function renderDocsPage(doc: OpenApiDocument): string {
   const paths = Object.entries(doc.paths);
   const contents = paths
@@ -164,27 +146,11 @@ export function renderDocsPage(doc: OpenApiDocument): string {
   const headers = Object.entries(doc.components.headers).map(([name, header]) => [code(name), schemaSummary(header.schema), prose(header.description)]);
   const schemas = Object.entries(doc.components.schemas).map(([name, schema]) => schemaSection(name, schema)).join('\n');
 
-  return `<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>${escapeHtml(doc.info.title)} API ${escapeHtml(doc.info.version)}</title>
-<style>
-body{font:15px/1.5 system-ui,sans-serif;margin:0;color:#1f2328;background:#f6f8fa}
-header{background:#24292f;color:#fff;padding:.75rem 1.5rem}header a{color:#fff}
-main{max-width:64rem;margin:1.5rem auto;padding:0 1.5rem}
-section{background:#fff;border:1px solid #d0d7de;border-radius:6px;padding:.5rem 1rem;margin:1rem 0}
-h2{font-size:1.2rem}h3{font-size:1rem;margin:1rem 0 .25rem}.meta{color:#57606a;margin:0}
-.method{display:inline-block;min-width:4.5em;font:600 12px ui-monospace,monospace;color:#fff;background:#0969da;border-radius:4px;padding:2px 6px;text-align:center}
-table{border-collapse:collapse;width:100%;font-size:13px;margin:.5rem 0}th,td{border:1px solid #d0d7de;padding:4px 6px;text-align:left;vertical-align:top}
-code{font:13px ui-monospace,monospace}a{color:#0969da}
-</style>
-</head>
-<body>
-<header><a href="/api/v1/">${escapeHtml(doc.info.title)} API</a> · version ${escapeHtml(doc.info.version)} · <a href="/api/v1/openapi.json">openapi.json</a></header>
-<main>
+  return `<div class="docs">
+<div class="page-head">
 <h1>${escapeHtml(doc.info.title)} API</h1>
+<p class="lead">Version ${escapeHtml(doc.info.version)} · <a href="/api/v1/openapi.json">openapi.json</a></p>
+</div>
 <p>${prose(doc.info.description)}</p>
 <h2>Authentication</h2>
 <p>Any one of these, or none for what anonymous callers may do.</p>
@@ -201,10 +167,7 @@ ${schemas}
 ${table(['Name', 'Description', 'Headers'], responses)}
 <h2>Headers</h2>
 ${table(['Header', 'Type', 'Description'], headers)}
-</main>
-</body>
-</html>
-`;
+</div>`;
 }
 
 /** `/api/v1/experiences/{id}/` → `path-api-v1-experiences-id-`. */
