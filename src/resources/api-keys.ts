@@ -7,10 +7,10 @@
 import { generateApiKey, type ApiKeys } from '../auth/api-keys.js';
 import { isAuthenticated } from '../auth/permissions.js';
 import type { Storage } from '../db/database.js';
-import { ValidationError } from '../http/errors.js';
 import type { ApiRequest } from '../http/view.js';
 import type { Field, FieldResult } from './fields/field.js';
 import { field } from './fields/index.js';
+import { refuseBeyondPerUserCap } from './per-user-cap.js';
 import { defineBuiltinResource, type Resource } from './resource.js';
 
 /** ACCESS.md §5. */
@@ -108,14 +108,7 @@ export function apiKeysResource({ storage, apiKeys, scopes }: ApiKeysOptions): R
       scope: async (request) => (eb) => eb('owner_id', '=', request.user!.id),
       async beforeCreate(trx, columns, request) {
         const user = request.user!;
-        // One user's creations take turns, so the cap holds under concurrency.
-        await storage.lockForUpdate(trx.selectFrom('users').select('id').where('id', '=', user.id)).execute();
-        const { n } = (await trx
-          .selectFrom('api_keys')
-          .select((eb) => eb.fn.countAll().as('n'))
-          .where('owner_id', '=', user.id)
-          .executeTakeFirstOrThrow()) as { n: number | string };
-        if (Number(n) >= MAX_KEYS_PER_USER) throw new ValidationError({ non_field_errors: [`A user may have at most ${MAX_KEYS_PER_USER} API keys.`] });
+        await refuseBeyondPerUserCap(storage, trx, { table: 'api_keys', userId: user.id, max: MAX_KEYS_PER_USER, message: `A user may have at most ${MAX_KEYS_PER_USER} API keys.` });
         const { key, prefix, hash } = generateApiKey();
         issued.set(request, key);
         Object.assign(columns, { owner_id: user.id, prefix, key_hash: hash, created_at: Date.now(), last_used_at: null });
