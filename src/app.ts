@@ -18,6 +18,7 @@ import { createPipeline } from './http/pipeline.js';
 import { clientErrorHandler, createProblemHandler, frameworkErrorHandler, notFoundHandler } from './http/problem-handler.js';
 import { securityHeaders } from './http/security-headers.js';
 import { METHODS, type View } from './http/view.js';
+import { apiKeysResource, keyScopes } from './resources/api-keys.js';
 import { authViews } from './resources/auth-views.js';
 import { docsViews } from './resources/openapi/views.js';
 import { buildRegistry, type Registry } from './resources/registry.js';
@@ -162,13 +163,15 @@ export async function buildApp(config: Config, storage: Storage, options: AppOpt
   const filtersOf = (collection: string) => viewSets.get(collection)?.filters ?? [];
   // Every collection is a declaration served by the one viewset: the declared ones, `users`
   // (signup is its create, only while ALLOW_SIGNUP is on, API.md §6), and the webhooks and their
-  // deliveries, declared beside the webhook pipeline with hooks saying what is special about them.
-  const collections: Resource[] = [
+  // deliveries, declared beside the webhook pipeline with hooks saying what is special about them;
+  // and the API keys, whose scopes name the others.
+  const served: Resource[] = [
     ...registry.collections,
     config.allowSignup ? withSignup(registry.users) : registry.users,
     webhooksResource({ storage, secrets: secretBox, allowPrivate: config.webhookAllowPrivate, eventNames: registry.eventNames, eventFilters, wake }),
     deliveriesResource({ storage, wake }),
   ];
+  const collections: Resource[] = [...served, apiKeysResource({ storage, apiKeys: auth.apiKeys, scopes: keyScopes(served) })];
   const viewSetOptions = {
     storage,
     cursors,
@@ -181,7 +184,7 @@ export async function buildApp(config: Config, storage: Storage, options: AppOpt
   for (const resource of collections) viewSets.set(resource.name, buildViewSet(resource, viewSetOptions));
   for (const resource of registry.collections) if (resource.event) eventFilters.set(resource.event, filtersOf(resource.name));
   const views: View[] = [
-    rootView([...registry.collections.map((resource) => resource.name), 'users', 'webhooks', 'events']),
+    rootView([...registry.collections.map((resource) => resource.name), 'users', 'webhooks', 'keys', 'events']),
     ...collections.flatMap((resource) => viewSets.get(resource.name)!.views),
     ...authViews({ ...auth, users: userStore }),
     eventCatalogView(collections),

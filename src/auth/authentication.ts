@@ -2,6 +2,7 @@ import type { Config } from '../config.js';
 import type { Storage } from '../db/database.js';
 import type { Authenticator } from '../http/caller.js';
 import type { LimiterFactory } from '../http/throttling/request-throttle.js';
+import { ApiKeys, apiKeyAuthentication } from './api-keys.js';
 import { basicAuthentication, storeVerifier, type CredentialVerifier } from './authenticators.js';
 import { CredentialCache } from './credential-cache.js';
 import { trustedOrigins } from './csrf.js';
@@ -18,13 +19,15 @@ export const CREDENTIAL_CACHE_TTL_MS = 60_000;
 
 /** Everything sign-in needs, built once per process. */
 export interface Authentication {
-  /** Tried in this order (API.md §3): Basic, Bearer, session. */
+  /** Tried in this order (API.md §3): Basic, Bearer (an API key, then an access token), session. */
   readonly authenticators: readonly Authenticator[];
   /** Password check for every scheme: login throttle → credential cache → user store. */
   readonly verify: CredentialVerifier;
   readonly accessTokens: AccessTokens;
   readonly refreshTokens: RefreshTokens;
   readonly sessions: SessionStore;
+  /** API keys (ACCESS.md §5): the `keys` collection issues them and tells this of revokes. */
+  readonly apiKeys: ApiKeys;
   /** Origins a browser may send session requests from, besides the request's own (csrf.ts). */
   readonly trustedOrigins: readonly string[];
 }
@@ -54,10 +57,12 @@ export async function createAuthentication({ config, storage, keys, users, limit
     secureCookies: new URL(config.publicUrl).protocol === 'https:',
   });
   const trusted = trustedOrigins(config);
+  const apiKeys = new ApiKeys(storage.db, users);
 
   return {
     authenticators: [
       basicAuthentication(verify),
+      apiKeyAuthentication(apiKeys),
       bearerAuthentication(accessTokens),
       sessionAuthentication(sessions, trusted),
     ],
@@ -65,6 +70,7 @@ export async function createAuthentication({ config, storage, keys, users, limit
     accessTokens,
     refreshTokens,
     sessions,
+    apiKeys,
     trustedOrigins: trusted,
   };
 }

@@ -183,6 +183,26 @@ const MIGRATIONS: Record<string, Migration> = {
         .execute();
     },
   },
+  '0009_api_keys': {
+    async up(db) {
+      // ACCESS.md §5: long-lived keys for programs, stored as the SHA-256 of the key (a key is 256
+      // random bits, so a fast hash is enough: nothing to guess from it, as GitHub's tokens).
+      const editor = schemaEditorFor(db);
+      await db.schema
+        .createTable('api_keys')
+        .addColumn('id', editor.primaryKeyType())
+        .addColumn('owner_id', 'bigint', (c) => c.notNull().references('users.id').onDelete('cascade'))
+        .addColumn('name', 'varchar(100)', (c) => c.notNull())
+        .addColumn('scopes', 'text', (c) => c.notNull())
+        .addColumn('prefix', 'varchar(12)', (c) => c.notNull())
+        .addColumn('key_hash', 'varchar(64)', (c) => c.notNull().unique())
+        .addColumn('created_at', 'bigint', (c) => c.notNull())
+        .addColumn('last_used_at', 'bigint')
+        .addColumn('expires_at', 'bigint')
+        .execute();
+      await db.schema.createIndex('api_keys_owner').on('api_keys').columns(['owner_id', 'id']).execute();
+    },
+  },
 };
 
 const provider: MigrationProvider = { getMigrations: async () => MIGRATIONS };

@@ -13,6 +13,7 @@ export interface Database {
   refresh_tokens: RefreshTokensTable;
   webhooks: WebhooksTable;
   deliveries: DeliveriesTable;
+  api_keys: ApiKeysTable;
 }
 
 export interface UsersTable {
@@ -103,6 +104,23 @@ export interface DeliveriesTable {
   record_key: string | null;
   /** A redelivery's original, whose `payload` it sends (its own is empty); null: its own payload. */
   payload_of: number | null;
+}
+
+/** API keys (ACCESS.md §5); the key itself is never stored, only its SHA-256. */
+export interface ApiKeysTable {
+  id: Generated<number>;
+  owner_id: number;
+  name: string;
+  /** JSON array of scopes, e.g. `["experiences:read"]`. */
+  scopes: string;
+  /** The key's first 12 characters, to tell keys apart. */
+  prefix: string;
+  /** SHA-256 of the key, hex. */
+  key_hash: string;
+  created_at: number;
+  /** To the minute; written at most once a minute. */
+  last_used_at: number | null;
+  expires_at: number | null;
 }
 
 export type UserRow = Selectable<UsersTable>;

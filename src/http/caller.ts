@@ -10,12 +10,17 @@ export interface User {
   readonly passwordChangedAt: number;
 }
 
-/** How the caller proved who they are. */
-export type AuthScheme = 'basic' | 'bearer' | 'session';
+/** How the caller proved who they are (`key`: an API key, ACCESS.md §5). */
+export type AuthScheme = 'basic' | 'bearer' | 'session' | 'key';
 
 export interface Identity {
   readonly user: User;
   readonly scheme: AuthScheme;
+  /**
+   * An API key's scopes (ACCESS.md §5): the pipeline's permit stage refuses what they do not
+   * grant (`scopes.ts`). Absent for every other scheme, which may do whatever the user may.
+   */
+  readonly scopes?: readonly string[];
 }
 
 /**

@@ -69,9 +69,22 @@ export class NotAuthenticated extends AuthenticationFailed {
 
 export class PermissionDenied extends ApiError {
   override readonly status = 403;
-  override readonly code = 'permission_denied';
-  override readonly title = 'Permission denied';
+  override readonly code: string = 'permission_denied';
+  override readonly title: string = 'Permission denied';
   constructor(detail = 'You do not have permission to perform this action.') {
+    super(detail);
+  }
+}
+
+/**
+ * A request outside an API key's scopes (ACCESS.md §5), with RFC 6750 §3.1's challenge so a
+ * client can tell it from a permission the user lacks.
+ */
+export class InsufficientScope extends PermissionDenied {
+  override readonly code = 'insufficient_scope';
+  override readonly title = 'Insufficient scope';
+  override readonly headers: Record<string, string> = { 'www-authenticate': 'Bearer error="insufficient_scope"' };
+  constructor(detail = 'This API key’s scopes do not allow this request.') {
     super(detail);
   }
 }

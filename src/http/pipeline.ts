@@ -2,13 +2,14 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Authenticator, Identity } from './caller.js';
 import type { RequestThrottle, ThrottleState } from './throttling/request-throttle.js';
 import { entityTag, noneMatch } from './conditional.js';
-import { MethodNotAllowed, NotAcceptable, NotAuthenticated, PermissionDenied, Throttled, type ApiError } from './errors.js';
+import { InsufficientScope, MethodNotAllowed, NotAcceptable, NotAuthenticated, PermissionDenied, Throttled, type ApiError } from './errors.js';
 import { negotiate } from './negotiation.js';
 import { parseBody, type RequestData } from './parsers.js';
 import { renderBrowsable } from './browsable/index.js';
 import { BROWSABLE_SECURITY_HEADERS } from './security-headers.js';
 import { CONTENT_TYPES, CSV_TYPE, HTML_TYPE, JSON_TYPE, renderCsv, renderJson, type Renderer } from './renderers.js';
 import { RepresentationCache, type CachedRepresentation } from './representation-cache.js';
+import { scopesAllow } from './scopes.js';
 import { allowedMethods, type ApiRequest, type ApiResponse, type Method, type View } from './view.js';
 
 /**
@@ -149,11 +150,14 @@ export function createPipeline({ authenticators, throttle }: PipelineOptions) {
     }
   }
 
-  /** Stage 2 (handler): permission, the view's action, rendering. */
+  /** Stage 2 (handler): permission (an API key's scopes, then the action's), the view's action, rendering. */
   async function dispatch(request: FastifyRequest, reply: FastifyReply): Promise<void> {
     const state = request.api!;
     const view = state.view!;
     const method = request.method as Method;
+    // An API key first: within its scopes, whatever its user may do (ACCESS.md §5; OPTIONS is a read).
+    const scopes = state.identity?.scopes;
+    if (scopes !== undefined && !scopesAllow(scopes, view.keyAccess, method)) throw new InsufficientScope();
     if (method === 'OPTIONS') {
       reply.header('allow', allowedMethods(view).join(', '));
       return send(request, reply, render(request, reply, view, { body: describe(view) }));

@@ -1,6 +1,7 @@
 import type { FastifyRequest } from 'fastify';
 import type { Identity, Permission, User } from './caller.js';
 import type { RequestData } from './parsers.js';
+import type { KeyAccess } from './scopes.js';
 
 export const METHODS = ['GET', 'HEAD', 'OPTIONS', 'POST', 'PUT', 'PATCH', 'DELETE'] as const;
 export type Method = (typeof METHODS)[number];
@@ -64,6 +65,11 @@ export interface View {
   /** Human name, used as the HTML title and in OPTIONS metadata. */
   readonly name: string;
   readonly description?: string;
+  /**
+   * The collection an API key's scopes must name to use this view (ACCESS.md §5); without one,
+   * every key may read it and none may write to it (`scopes.ts`).
+   */
+  readonly keyAccess?: KeyAccess;
   /** A Fastify route pattern, e.g. `/api/v1/experiences/:id/`. */
   readonly path: string;
   readonly actions: Partial<Record<Exclude<Method, 'HEAD' | 'OPTIONS'>, Action>>;

@@ -9,6 +9,7 @@ import type { Permission } from '../http/caller.js';
 import type { User } from '../http/caller.js';
 import type { Database } from '../db/schema.js';
 import type { FieldErrors } from '../http/errors.js';
+import type { KeyLimit } from '../http/scopes.js';
 import type { ActionDocs, ApiRequest, ApiResponse, PageTemplate } from '../http/view.js';
 import type { Condition } from '../db/dynamic-tables.js';
 import type { DynamicDb, Row } from '../db/dynamic-tables.js';
@@ -81,6 +82,8 @@ export interface ViewSetHooks {
   afterCreate?(trx: DynamicDb, row: Row, record: Record<string, unknown>, request: ApiRequest): Promise<CreateExtras | void>;
   /** perform_update: the row as it was and the columns about to be set, changed in place; may return work once committed. */
   beforeUpdate?(trx: DynamicDb, row: Row, columns: Record<string, unknown>, request: ApiRequest): Promise<(() => void) | void>;
+  /** perform_destroy, before the delete of the record a DELETE names: may return work once committed (a revoked key forgotten). */
+  beforeDelete?(trx: DynamicDb, row: Row, request: ApiRequest): Promise<(() => void) | void>;
   /** to_representation: fills what no one column shows (nested objects, computed members), once per page. */
   represent?(rows: readonly Row[], out: Record<string, unknown>[], context: { detail: boolean; executor: DynamicDb }): Promise<void>;
   /**
@@ -117,6 +120,8 @@ export interface ExtraAction {
   readonly method?: 'GET' | 'POST';
   /** Who may call it (default: the collection's permission). */
   readonly permission?: Permission;
+  /** A GET every API key may call, whatever its scopes (`users/me`, ACCESS.md §5). */
+  readonly everyKey?: boolean;
   readonly docs?: ActionDocs;
   handle(request: ApiRequest, context: ActionContext): Promise<ApiResponse>;
 }
@@ -139,6 +144,8 @@ export interface BuiltinOptions extends ResourceOptions {
   createDocs?: ActionDocs;
   /** Browsable pages that draw a GET's body, when not the generic page (the webhook dashboards). */
   pages?: ViewPages;
+  /** The most an API key may do here whatever its scopes (ACCESS.md §5): `read` (users), `none` (keys). */
+  keyLimit?: Exclude<KeyLimit, 'write'>;
 }
 
 /** The page templates of a collection's two views (http/view.ts `page`). */
@@ -188,6 +195,8 @@ export interface Resource {
   readonly extraActions: readonly ExtraAction[];
   readonly createDocs?: ActionDocs;
   readonly pages: ViewPages;
+  /** The most an API key may do here (`write`: what its scopes grant). */
+  readonly keyLimit: KeyLimit;
 }
 
 /** A declaration that cannot be served; the message names the collection and the field. */
@@ -204,7 +213,7 @@ export class DeclarationError extends Error {
 
 export const NAME = /^[a-z][a-z0-9_]*$/;
 /** Names restwire's own routes use (RESOURCES.md §1). */
-export const RESERVED = new Set(['users', 'webhooks', 'auth', 'docs', 'openapi.json', 'events']);
+export const RESERVED = new Set(['users', 'webhooks', 'keys', 'auth', 'docs', 'openapi.json', 'events']);
 const OPTION_NAMES = new Set([
   'name', 'label', 'description', 'fields', 'owner', 'permission', 'orderings', 'defaultOrdering', 'filters',
   'search', 'event', 'eventId', 'related', 'timestamps', 'actions',
@@ -248,7 +257,7 @@ export function defineBuiltinResource(options: BuiltinOptions): Resource {
   return checkDeclaration(options, { builtin: true });
 }
 
-const BUILTIN_OPTIONS = new Set(['table', 'nestedUnder', 'detailOnly', 'recordDescription', 'createShows', 'hooks', 'extraActions', 'createDocs', 'pages']);
+const BUILTIN_OPTIONS = new Set(['table', 'nestedUnder', 'detailOnly', 'recordDescription', 'createShows', 'hooks', 'extraActions', 'createDocs', 'pages', 'keyLimit']);
 
 function checkDeclaration(options: BuiltinOptions, { builtin }: { builtin: boolean }): Resource {
   if (typeof options !== 'object' || options === null) throw new DeclarationError('?', null, 'defineResource needs an object');
@@ -365,6 +374,7 @@ function checkDeclaration(options: BuiltinOptions, { builtin }: { builtin: boole
     extraActions: options.extraActions ?? [],
     ...(options.createDocs ? { createDocs: options.createDocs } : {}),
     pages: options.pages ?? {},
+    keyLimit: options.keyLimit ?? 'write',
   };
 }
 

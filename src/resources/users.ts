@@ -57,6 +57,8 @@ export const users = defineBuiltinResource({
   permission: allowAny,
   fields: { username, password },
   timestamps: false,
+  // A key reads users (`users:read`) and never changes one (ACCESS.md §5).
+  keyLimit: 'read',
   orderings: ['username'],
   defaultOrdering: 'id',
   createDocs: {
@@ -100,6 +102,8 @@ export const users = defineBuiltinResource({
       // The permission, not the handler, refuses an anonymous caller (401), so that the OpenAPI
       // document, which asks the permission, does not offer this to one (issue 22 item 19).
       permission: isAuthenticated,
+      // Every API key may ask whose it is (ACCESS.md §5).
+      everyKey: true,
       docs: { responses: { '200': { description: 'The caller’s own user record.', schema: { $ref: '#/components/schemas/User' } } } },
       async handle(request, viewSet) {
         const [record] = await viewSet.represent([await viewSet.loadRow(request, request.user!.id)]);

@@ -1,6 +1,6 @@
 import { isAuthenticated } from '../auth/permissions.js';
 import type { Storage } from '../db/database.js';
-import { NotFound, ValidationError } from '../http/errors.js';
+import { NotFound } from '../http/errors.js';
 import { MESSAGES } from '../http/messages.js';
 import { parseId } from '../http/paths.js';
 import type { ApiRequest } from '../http/view.js';
@@ -8,6 +8,7 @@ import type { Field, FieldResult } from '../resources/fields/field.js';
 import { field } from '../resources/fields/index.js';
 import type { DynamicDb, Row } from '../db/dynamic-tables.js';
 import { MAX_FILTER_TERMS, readFilterParams, type QueryFilter } from '../resources/filters.js';
+import { refuseBeyondPerUserCap } from '../resources/per-user-cap.js';
 import { defineBuiltinResource, type Resource } from '../resources/resource.js';
 import { TargetRefusedError, checkTargetUrl } from './address-guard.js';
 import { pingPayload } from './events.js';
@@ -230,16 +231,7 @@ export function webhooksResource(options: WebhookOptions): Resource {
       },
       async beforeCreate(trx, columns, request) {
         const user = request.user!;
-        // One user's creations take turns, so the cap holds under concurrency.
-        await storage.lockForUpdate(trx.selectFrom('users').select('id').where('id', '=', user.id)).execute();
-        const { n } = (await trx
-          .selectFrom('webhooks')
-          .select((eb) => eb.fn.countAll().as('n'))
-          .where('owner_id', '=', user.id)
-          .executeTakeFirstOrThrow()) as { n: number | string };
-        if (Number(n) >= MAX_WEBHOOKS_PER_USER) {
-          throw new ValidationError({ non_field_errors: [`A user may have at most ${MAX_WEBHOOKS_PER_USER} webhooks.`] });
-        }
+        await refuseBeyondPerUserCap(storage, trx, { table: 'webhooks', userId: user.id, max: MAX_WEBHOOKS_PER_USER, message: `A user may have at most ${MAX_WEBHOOKS_PER_USER} webhooks.` });
         const now = Date.now();
         const secret = typeof columns.secret === 'string' ? columns.secret : generateSecret();
         delete columns.secret;

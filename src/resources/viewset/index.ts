@@ -17,6 +17,7 @@ import { ValidationError } from '../../http/errors.js';
 import { CursorCodec, parsePageRequest } from '../../http/pagination.js';
 import { parseId } from '../../http/paths.js';
 import { CSV_TYPE, HTML_TYPE, JSON_TYPE } from '../../http/renderers.js';
+import type { KeyAccess } from '../../http/scopes.js';
 import type { Action, ApiRequest, View } from '../../http/view.js';
 import type { ParseContext } from '../fields/field.js';
 import { buildFilters } from '../filters.js';
@@ -192,20 +193,27 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
     async handle(request) {
       const id = parseId(request.params[recordParam]);
       const user = request.user ?? ANONYMOUS;
+      const afterCommit: Array<() => void> = [];
       await writeTransaction(async (trx, notify) => {
         const row = await loadRow(trx, id, true, request);
         checkObjectPermission(request, row);
         const before = await representOne(row, trx);
         assertRecordMatches(request.raw.headers['if-match'], before);
+        const then = await hooks.beforeDelete?.(trx, row, request);
+        if (then) afterCommit.push(then);
         await deleteRecord(trx, row, before, notify, user);
       });
+      for (const then of afterCommit) then();
       return { status: 204 };
     },
   };
 
+  // An API key's scopes name the collection; a nested one's (deliveries) are its parent's (ACCESS.md §5).
+  const keyAccess: KeyAccess = { collection: nestedUnder?.collection ?? resource.name, most: resource.keyLimit };
   const collection: View = {
     name: `${resource.label} List`,
     description: resource.description,
+    keyAccess,
     path: collectionPath,
     actions: { ...(has('list') ? { GET: list } : {}), ...(has('create') ? { POST: create } : {}) },
     mediaTypes: RECORD_MEDIA_TYPES,
@@ -223,6 +231,7 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
   const detail: View = {
     name: `${resource.label} Instance`,
     description: resource.recordDescription,
+    keyAccess,
     path: recordRouteOf(resource),
     actions: {
       ...(has('retrieve') ? { GET: retrieve } : {}),
@@ -249,6 +258,7 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
   const extraViews: View[] = resource.extraActions.map((extra) => ({
     name: extra.name,
     description: extra.description,
+    ...(extra.everyKey ? {} : { keyAccess }),
     path: `${extra.detail ? detail.path : collectionPath}${extra.path}`,
     // A GET answers with a record, rendered as the collection's are (`users/me/`).
     ...(extra.method === 'GET' ? { mediaTypes: RECORD_MEDIA_TYPES, columns: collection.columns } : { mediaTypes: [JSON_TYPE] }),
