@@ -9,6 +9,7 @@ import type { Keys } from './keys.js';
 import { LoginThrottle, throttledVerifier } from './login-throttle.js';
 import { PasswordChangeLog } from './password-changes.js';
 import { RefreshTokens } from './refresh-tokens.js';
+import { RoleCache, withCurrentRoles } from './roles.js';
 import { SessionStore, sessionAuthentication } from './sessions.js';
 import { AccessTokens, bearerAuthentication, createKeyring } from './tokens.js';
 import type { UserStore } from './users.js';
@@ -25,6 +26,8 @@ export interface Authentication {
   readonly accessTokens: AccessTokens;
   readonly refreshTokens: RefreshTokens;
   readonly sessions: SessionStore;
+  /** Each caller's current roles; told of a role change made here, it forgets the old ones at once. */
+  readonly roles: RoleCache;
   /** Origins a browser may send session requests from, besides the request's own (csrf.ts). */
   readonly trustedOrigins: readonly string[];
 }
@@ -54,17 +57,22 @@ export async function createAuthentication({ config, storage, keys, users, limit
     secureCookies: new URL(config.publicUrl).protocol === 'https:',
   });
   const trusted = trustedOrigins(config);
+  // Every scheme's caller gets their current roles the same way (ACCESS.md §1): tokens and cached
+  // credentials carry none, and a change must reach them too.
+  const roles = new RoleCache((userId) => users.rolesOf(userId));
+  users.onRolesChange((userId) => roles.forget(userId));
 
   return {
     authenticators: [
       basicAuthentication(verify),
       bearerAuthentication(accessTokens),
       sessionAuthentication(sessions, trusted),
-    ],
+    ].map((authenticator) => withCurrentRoles(authenticator, roles)),
     verify,
     accessTokens,
     refreshTokens,
     sessions,
+    roles,
     trustedOrigins: trusted,
   };
 }

@@ -84,6 +84,12 @@ export interface ViewSetHooks {
   /** to_representation: fills what no one column shows (nested objects, computed members), once per page. */
   represent?(rows: readonly Row[], out: Record<string, unknown>[], context: { detail: boolean; executor: DynamicDb }): Promise<void>;
   /**
+   * Members only some callers see (a user's `roles`, to that user and to admins), added to each
+   * response's records; never to event bodies. Such a collection's lists are never served from
+   * the shared representation cache, as scoped ones are not.
+   */
+  representFor?(request: ApiRequest, rows: readonly Row[], out: Record<string, unknown>[]): void;
+  /**
    * A constraint violation the checks could not see (a race: two signups of one username), as
    * this collection words it; null leaves it to the viewset's own wording (a field's `unique`).
    */
@@ -103,7 +109,8 @@ export interface ActionContext {
   loadRow(request: ApiRequest, id?: number): Promise<Row>;
   /** A write transaction (Storage.transact), its constraint errors turned into 400/409. */
   transact<T>(work: (trx: DynamicDb) => Promise<T>): Promise<T>;
-  represent(rows: readonly Row[], detail?: boolean): Promise<Record<string, unknown>[]>;
+  /** Rows as records; as `request`'s caller sees them when given (`hooks.representFor`). */
+  represent(rows: readonly Row[], options?: { detail?: boolean; request?: ApiRequest }): Promise<Record<string, unknown>[]>;
 }
 
 /** DRF's @action: a route on the collection (`detail: false`) or on a record, beside the six. */
@@ -137,6 +144,8 @@ export interface BuiltinOptions extends ResourceOptions {
   extraActions?: ExtraAction[];
   /** The create's OpenAPI description, in place of the one made from the fields (signup's credentials). */
   createDocs?: ActionDocs;
+  /** The same for PUT and PATCH (a user's, which writes `roles` only). */
+  updateDocs?: ActionDocs;
   /** Browsable pages that draw a GET's body, when not the generic page (the webhook dashboards). */
   pages?: ViewPages;
 }
@@ -187,6 +196,7 @@ export interface Resource {
   readonly hooks: ViewSetHooks;
   readonly extraActions: readonly ExtraAction[];
   readonly createDocs?: ActionDocs;
+  readonly updateDocs?: ActionDocs;
   readonly pages: ViewPages;
 }
 
@@ -248,7 +258,7 @@ export function defineBuiltinResource(options: BuiltinOptions): Resource {
   return checkDeclaration(options, { builtin: true });
 }
 
-const BUILTIN_OPTIONS = new Set(['table', 'nestedUnder', 'detailOnly', 'recordDescription', 'createShows', 'hooks', 'extraActions', 'createDocs', 'pages']);
+const BUILTIN_OPTIONS = new Set(['table', 'nestedUnder', 'detailOnly', 'recordDescription', 'createShows', 'hooks', 'extraActions', 'createDocs', 'updateDocs', 'pages']);
 
 function checkDeclaration(options: BuiltinOptions, { builtin }: { builtin: boolean }): Resource {
   if (typeof options !== 'object' || options === null) throw new DeclarationError('?', null, 'defineResource needs an object');
@@ -364,6 +374,7 @@ function checkDeclaration(options: BuiltinOptions, { builtin }: { builtin: boole
     hooks: options.hooks ?? {},
     extraActions: options.extraActions ?? [],
     ...(options.createDocs ? { createDocs: options.createDocs } : {}),
+    ...(options.updateDocs ? { updateDocs: options.updateDocs } : {}),
     pages: options.pages ?? {},
   };
 }
