@@ -3,6 +3,7 @@
 // change reaches every scheme, Bearer tokens issued before it included.
 
 import { spawn } from 'node:child_process';
+import { Validator } from '@seriousme/openapi-schema-validator';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openStorage } from '../src/db/database.js';
@@ -175,6 +176,21 @@ describe.each(BACKENDS)('roles (%s)', (backend) => {
     expect(shownRoles(await get(path, auth('alice')))).toEqual({ alice: ['editors', 'staff'] });
     const csv = await (await api(path, { headers: { authorization: auth('bob'), accept: 'text/csv' } })).text();
     expect(csv).not.toMatch(/editors/);
+  });
+
+  it('documents roles: optional in User, the only member of the PATCH body', async () => {
+    const doc = (await (await api('/api/v1/openapi.json')).json()) as {
+      components: { schemas: Record<string, { properties: Record<string, unknown>; required?: string[] }> };
+      paths: Record<string, Record<string, { requestBody?: { content: Record<string, { schema: { properties: Record<string, unknown> } }> } }>>;
+    };
+    const user = doc.components.schemas.User!;
+    expect(user.properties.roles).toMatchObject({ type: 'array', maxItems: 20 });
+    expect(user.required).not.toContain('roles');
+    const patch = doc.paths['/api/v1/users/{id}/']!.patch!;
+    expect(Object.keys(patch.requestBody!.content['application/json']!.schema.properties)).toEqual(['roles']);
+    expect(doc.components.schemas.PatchedUserRequest).toBeUndefined();
+    const result = await new Validator().validate(doc as unknown as Record<string, unknown>);
+    expect(result.valid).toBe(true);
   });
 
   it('a role change reaches a Bearer token issued before it, and cached Basic credentials, at once', async () => {

@@ -146,6 +146,8 @@ export interface BuiltinOptions extends ResourceOptions {
   createDocs?: ActionDocs;
   /** The same for PUT and PATCH (a user's, which writes `roles` only). */
   updateDocs?: ActionDocs;
+  /** Members `hooks.representFor` adds for some callers, with their JSON Schemas (OpenAPI lists them as optional). */
+  callerMembers?: Record<string, Record<string, unknown>>;
   /** Browsable pages that draw a GET's body, when not the generic page (the webhook dashboards). */
   pages?: ViewPages;
 }
@@ -197,6 +199,7 @@ export interface Resource {
   readonly extraActions: readonly ExtraAction[];
   readonly createDocs?: ActionDocs;
   readonly updateDocs?: ActionDocs;
+  readonly callerMembers: Readonly<Record<string, Record<string, unknown>>>;
   readonly pages: ViewPages;
 }
 
@@ -258,7 +261,7 @@ export function defineBuiltinResource(options: BuiltinOptions): Resource {
   return checkDeclaration(options, { builtin: true });
 }
 
-const BUILTIN_OPTIONS = new Set(['table', 'nestedUnder', 'detailOnly', 'recordDescription', 'createShows', 'hooks', 'extraActions', 'createDocs', 'updateDocs', 'pages']);
+const BUILTIN_OPTIONS = new Set(['table', 'nestedUnder', 'detailOnly', 'recordDescription', 'createShows', 'hooks', 'extraActions', 'createDocs', 'updateDocs', 'callerMembers', 'pages']);
 
 function checkDeclaration(options: BuiltinOptions, { builtin }: { builtin: boolean }): Resource {
   if (typeof options !== 'object' || options === null) throw new DeclarationError('?', null, 'defineResource needs an object');
@@ -375,6 +378,7 @@ function checkDeclaration(options: BuiltinOptions, { builtin }: { builtin: boole
     extraActions: options.extraActions ?? [],
     ...(options.createDocs ? { createDocs: options.createDocs } : {}),
     ...(options.updateDocs ? { updateDocs: options.updateDocs } : {}),
+    callerMembers: options.callerMembers ?? {},
     pages: options.pages ?? {},
   };
 }

@@ -99,6 +99,7 @@ export const users = defineBuiltinResource({
     request: CREDENTIALS,
     responses: { '201': { description: 'The new user.', schema: { $ref: '#/components/schemas/User' }, headers: ['Location'] } },
   },
+  callerMembers: { roles: ROLES_SCHEMA },
   updateDocs: {
     request: { schema: { type: 'object', description: 'Every other member is read-only.', properties: { roles: ROLES_SCHEMA } }, required: true },
     responses: { '200': { description: 'The user, with their roles as set.', schema: { $ref: '#/components/schemas/User' } } },

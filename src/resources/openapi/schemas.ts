@@ -34,6 +34,8 @@ export function recordSchema(resource: Resource): SchemaObject {
     properties.created_at = { type: 'string', format: 'date-time', readOnly: true, description: 'RFC 3339, UTC.' };
     properties.updated_at = { type: 'string', format: 'date-time', readOnly: true, description: 'RFC 3339, UTC.' };
   }
+  // Shown to some callers only (a user's roles), so never required.
+  for (const [name, schema] of Object.entries(resource.callerMembers)) properties[name] = schema;
   return { type: 'object', description: resource.description, required: representationFields(resource), properties };
 }
 
