@@ -25,7 +25,7 @@ import { buildRegistry, type Registry } from './resources/registry.js';
 import type { QueryFilter } from './resources/filters.js';
 import type { Resource } from './resources/resource.js';
 import { rootView } from './resources/root.js';
-import { withSignup } from './resources/users.js';
+import { withRoleChanges, withSignup } from './resources/users.js';
 import { buildViewSet, type ViewSet } from './resources/viewset/index.js';
 import type { RedisStore } from './http/throttling/redis-store.js';
 import { RequestThrottle, memoryLimiter, type LimiterFactory } from './http/throttling/request-throttle.js';
@@ -167,7 +167,7 @@ export async function buildApp(config: Config, storage: Storage, options: AppOpt
   // and the API keys, whose scopes name the others.
   const served: Resource[] = [
     ...registry.collections,
-    config.allowSignup ? withSignup(registry.users) : registry.users,
+    withRoleChanges(config.allowSignup ? withSignup(registry.users) : registry.users, (userId) => auth.roles.forget(userId)),
     webhooksResource({ storage, secrets: secretBox, allowPrivate: config.webhookAllowPrivate, eventNames: registry.eventNames, eventFilters, wake }),
     deliveriesResource({ storage, wake }),
   ];

@@ -460,7 +460,8 @@ describe.each(BACKENDS)('experiences API on %s', (backend) => {
       const body = (await me.json()) as { url: string; id: number; username: string; experiences: string[] };
       expect(body.username).toBe('bob');
       expect(body.experiences).toContain(record.url);
-      expect(Object.keys(body)).toEqual(['url', 'id', 'username', 'experiences']);
+      // ACCESS.md §1: a user sees their own roles.
+      expect(Object.keys(body)).toEqual(['url', 'id', 'username', 'experiences', 'roles']);
       const detail = (await (await api(body.url)).json()) as { username: string };
       expect(detail.username).toBe('bob');
       const list = (await (await api('/api/v1/users/')).json()) as { results: Array<{ username: string }> };

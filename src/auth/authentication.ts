@@ -10,6 +10,7 @@ import type { Keys } from './keys.js';
 import { LoginThrottle, throttledVerifier } from './login-throttle.js';
 import { PasswordChangeLog } from './password-changes.js';
 import { RefreshTokens } from './refresh-tokens.js';
+import { RoleCache, withCurrentRoles } from './roles.js';
 import { SessionStore, sessionAuthentication } from './sessions.js';
 import { AccessTokens, bearerAuthentication, createKeyring } from './tokens.js';
 import type { UserStore } from './users.js';
@@ -28,6 +29,8 @@ export interface Authentication {
   readonly sessions: SessionStore;
   /** API keys (ACCESS.md §5): the `keys` collection issues them and tells this of revokes. */
   readonly apiKeys: ApiKeys;
+  /** Each caller's current roles; told of a role change made here, it forgets the old ones at once. */
+  readonly roles: RoleCache;
   /** Origins a browser may send session requests from, besides the request's own (csrf.ts). */
   readonly trustedOrigins: readonly string[];
 }
@@ -58,6 +61,10 @@ export async function createAuthentication({ config, storage, keys, users, limit
   });
   const trusted = trustedOrigins(config);
   const apiKeys = new ApiKeys(storage.db, users);
+  // Every scheme's caller gets their current roles the same way (ACCESS.md §1): tokens and cached
+  // credentials carry none, and a change must reach them too.
+  const roles = new RoleCache((userId) => users.rolesOf(userId));
+  users.onRolesChange((userId) => roles.forget(userId));
 
   return {
     authenticators: [
@@ -65,12 +72,13 @@ export async function createAuthentication({ config, storage, keys, users, limit
       apiKeyAuthentication(apiKeys),
       bearerAuthentication(accessTokens),
       sessionAuthentication(sessions, trusted),
-    ],
+    ].map((authenticator) => withCurrentRoles(authenticator, roles)),
     verify,
     accessTokens,
     refreshTokens,
     sessions,
     apiKeys,
+    roles,
     trustedOrigins: trusted,
   };
 }

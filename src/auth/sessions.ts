@@ -77,7 +77,7 @@ export class SessionStore {
     const row = await this.db
       .selectFrom('sessions')
       .innerJoin('users', 'users.id', 'sessions.user_id')
-      .select(['users.id', 'users.username', 'users.password_changed_at', 'sessions.csrf_token', 'sessions.created_at', 'sessions.last_seen_at'])
+      .select(['users.id', 'users.username', 'users.password_changed_at', 'users.roles', 'sessions.csrf_token', 'sessions.created_at', 'sessions.last_seen_at'])
       .where('sessions.id_hash', '=', idHash)
       .executeTakeFirst();
     if (!row) return null;

@@ -1,8 +1,9 @@
-import type { Kysely } from 'kysely';
+import { sql, type Kysely } from 'kysely';
 import type { Database, UserRow } from '../db/schema.js';
 import { decoyHash, hashPassword, verifyPassword } from './passwords.js';
 import type { User } from '../http/caller.js';
 import { MESSAGES } from '../http/messages.js';
+import { checkAdminRemains, rolesText, storedRoles } from './roles.js';
 
 /** Username rules, as Django's: 1–150 characters of letters, digits and @ . + - _ */
 export const USERNAME_PATTERN = /^[\p{L}\p{N}@.+\-_]{1,150}$/u;
@@ -32,13 +33,14 @@ export class UsernameTaken extends Error {
   }
 }
 
-export function toUser(row: Pick<UserRow, 'id' | 'username' | 'password_changed_at'>): User {
-  return { id: row.id, username: row.username, passwordChangedAt: row.password_changed_at };
+export function toUser(row: Pick<UserRow, 'id' | 'username' | 'password_changed_at' | 'roles'>): User {
+  return { id: row.id, username: row.username, passwordChangedAt: row.password_changed_at, roles: storedRoles(row.roles) };
 }
 
 /** User accounts: lookup, creation and password checks. */
 export class UserStore {
   private readonly passwordListeners: Array<(userId: number, passwordChangedAt: number) => void> = [];
+  private readonly roleListeners: Array<(userId: number) => void> = [];
 
   constructor(private readonly db: Kysely<Database>) {}
 
@@ -53,10 +55,16 @@ export class UserStore {
   private async findBy(column: 'id' | 'username', value: number | string): Promise<User | null> {
     const row = await this.db
       .selectFrom('users')
-      .select(['id', 'username', 'password_changed_at'])
+      .select(['id', 'username', 'password_changed_at', 'roles'])
       .where(column, '=', value)
       .executeTakeFirst();
     return row ? toUser(row) : null;
+  }
+
+  /** A user's roles as stored now (none for a user that does not exist). */
+  async rolesOf(userId: number): Promise<string[]> {
+    const row = await this.db.selectFrom('users').select('roles').where('id', '=', userId).executeTakeFirst();
+    return row ? storedRoles(row.roles) : [];
   }
 
   async count(): Promise<number> {
@@ -64,15 +72,18 @@ export class UserStore {
     return Number(row.n);
   }
 
-  /** Creates a user; throws UsernameTaken when the name exists (checked by the unique index). */
-  async create(username: string, password: string): Promise<User> {
+  /**
+   * Creates a user with these (valid) roles; throws UsernameTaken when the name exists (checked
+   * by the unique index).
+   */
+  async create(username: string, password: string, roles: readonly string[] = []): Promise<User> {
     const hash = await hashPassword(password);
     const now = Date.now();
     try {
       const row = await this.db
         .insertInto('users')
-        .values({ username, password_hash: hash, password_changed_at: now, created_at: now })
-        .returning(['id', 'username', 'password_changed_at'])
+        .values({ username, password_hash: hash, password_changed_at: now, created_at: now, roles: rolesText(roles) })
+        .returning(['id', 'username', 'password_changed_at', 'roles'])
         .executeTakeFirstOrThrow();
       return toUser(row);
     } catch (error) {
@@ -97,6 +108,28 @@ export class UserStore {
     for (const listener of this.passwordListeners) listener(userId, changedAt);
   }
 
+  /**
+   * Sets a user's (valid) roles; throws LastAdmin, changing nothing, when that would take `admin`
+   * from the last admin. Returns the roles as stored.
+   */
+  async setRoles(userId: number, roles: readonly string[]): Promise<string[]> {
+    const text = rolesText(roles);
+    await this.db.transaction().execute(async (trx) => {
+      // Locks the user's row first, as the API's update does, so the two take locks in one order.
+      await trx.updateTable('users').set({ roles: sql<string>`roles` }).where('id', '=', userId).execute();
+      const row = await trx.selectFrom('users').select('roles').where('id', '=', userId).executeTakeFirstOrThrow();
+      await checkAdminRemains(trx, userId, storedRoles(row.roles), roles);
+      await trx.updateTable('users').set({ roles: text }).where('id', '=', userId).execute();
+    });
+    for (const listener of this.roleListeners) listener(userId);
+    return storedRoles(text);
+  }
+
+  /** Calls `listener` after every role change made through this store. */
+  onRolesChange(listener: (userId: number) => void): void {
+    this.roleListeners.push(listener);
+  }
+
   /** Calls `listener` after every password change made through this store. */
   onPasswordChange(listener: (userId: number, passwordChangedAt: number) => void): void {
     this.passwordListeners.push(listener);
@@ -109,7 +142,7 @@ export class UserStore {
   async verifyCredentials(username: string, password: string): Promise<User | null> {
     const row = await this.db
       .selectFrom('users')
-      .select(['id', 'username', 'password_hash', 'password_changed_at'])
+      .select(['id', 'username', 'password_hash', 'password_changed_at', 'roles'])
       .where('username', '=', username)
       .executeTakeFirst();
     const ok = await verifyPassword(password, row?.password_hash ?? (await decoyHash()));

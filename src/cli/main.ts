@@ -12,6 +12,7 @@ import { InitError, initProject } from './init.js';
 import { loadProject } from './project.js';
 import { relative, resolve } from 'node:path';
 import { UserStore } from '../auth/users.js';
+import { LastAdmin, ROLE_MESSAGES, ROLE_NAME, roleProblems } from '../auth/roles.js';
 import { loadKeys } from '../auth/keys.js';
 import { PasswordChangeLog } from '../auth/password-changes.js';
 import { AccessTokens, createKeyring } from '../auth/tokens.js';
@@ -175,14 +176,15 @@ program
   .description('create a user; the password is read from standard input')
   .argument('<name>', 'user name')
   .requiredOption('--password-stdin', 'read the password from standard input')
-  .action(async (name: string) => {
+  .option('--role <role>', 'give the user this role (repeat for several)', collectRole, [])
+  .action(async (name: string, options: { role: string[] }) => {
     const username = name.trim();
     const password = await readStdin();
-    const problems = [...usernameProblems(username), ...passwordProblems(password, username)];
+    const problems = [...usernameProblems(username), ...passwordProblems(password, username), ...roleProblems(options.role)];
     if (problems.length) fail(problems.join(' '));
     const storage = await openStorage(loadConfig());
     try {
-      const user = await new UserStore(storage.db).create(username, password);
+      const user = await new UserStore(storage.db).create(username, password, options.role);
       process.stdout.write(`created user "${user.username}" (id ${user.id})\n`);
     } catch (error) {
       if (error instanceof UsernameTaken) fail(error.message);
@@ -214,6 +216,36 @@ program
   });
 
 program
+  .command('roles')
+  .description("print a user's roles, one a line; or change them with --add and --remove (ACCESS.md §1)")
+  .argument('<name>', 'user name')
+  .option('--add <role>', 'give the user this role (repeat for several)', collectRole, [])
+  .option('--remove <role>', 'take this role from the user (repeat for several)', collectRole, [])
+  .action(async (name: string, options: { add: string[]; remove: string[] }) => {
+    const storage = await openStorage(loadConfig());
+    try {
+      const users = new UserStore(storage.db);
+      const user = await users.findByUsername(name);
+      if (!user) fail(`no user named "${name}"`);
+      let roles = user.roles;
+      if (options.add.length > 0 || options.remove.length > 0) {
+        const wanted = [...roles, ...options.add].filter((role) => !options.remove.includes(role));
+        const problems = roleProblems(wanted);
+        if (problems.length) fail(problems.join(' '));
+        try {
+          roles = await users.setRoles(user.id, wanted);
+        } catch (error) {
+          if (error instanceof LastAdmin) fail(error.message);
+          throw error;
+        }
+      }
+      for (const role of roles) process.stdout.write(`${role}\n`);
+    } finally {
+      await storage.close();
+    }
+  });
+
+program
   .command('token')
   .description('print an access token for a user (alone on stdout, for scripts)')
   .argument('<name>', 'user name')
@@ -231,6 +263,12 @@ program
       await storage.close();
     }
   });
+
+/** One `--role`, `--add` or `--remove`: a valid role name (ACCESS.md §1), collected in order. */
+function collectRole(value: string, previous: string[]): string[] {
+  if (!ROLE_NAME.test(value)) throw new InvalidArgumentError(ROLE_MESSAGES.badName(value));
+  return [...previous, value];
+}
 
 function parseMigrationName(value: string): string {
   if (!/^[a-z0-9_]{1,64}$/.test(value)) throw new InvalidArgumentError('expected lowercase letters, digits and _ (at most 64)');

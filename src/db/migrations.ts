@@ -183,6 +183,14 @@ const MIGRATIONS: Record<string, Migration> = {
         .execute();
     },
   },
+  '0008_user_roles': {
+    async up(db) {
+      // ACCESS.md §1: each user's roles, a JSON list of names. A database that predates roles
+      // gives `admin` to its first user (on a new one, the first start creates it with `admin`).
+      await db.schema.alterTable('users').addColumn('roles', 'text', (c) => c.notNull().defaultTo('[]')).execute();
+      await sql`update users set roles = '["admin"]' where id = (select min(id) from users)`.execute(db);
+    },
+  },
   '0009_api_keys': {
     async up(db) {
       // ACCESS.md §5: long-lived keys for programs, stored as the SHA-256 of the key (a key is 256

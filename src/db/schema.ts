@@ -23,6 +23,8 @@ export interface UsersTable {
   /** Bumped on every password change; credential caches and refresh tokens key on it. */
   password_changed_at: number;
   created_at: number;
+  /** The user's roles, a JSON list of names (ACCESS.md §1; auth/roles.ts). */
+  roles: Generated<string>;
 }
 
 export interface ExperiencesTable {

@@ -8,6 +8,16 @@ export interface User {
   readonly username: string;
   /** Changes with the password; caches and refresh tokens issued before it are void. */
   readonly passwordChangedAt: number;
+  /** The caller's roles at the moment of the request (ACCESS.md §1). */
+  readonly roles: readonly string[];
+}
+
+/** The built-in role that passes every access rule (ACCESS.md §1). */
+export const ADMIN_ROLE = 'admin';
+
+/** Whether the caller has the built-in `admin` role. */
+export function isAdmin(user: User | null): boolean {
+  return user?.roles.includes(ADMIN_ROLE) ?? false;
 }
 
 /** How the caller proved who they are (`key`: an API key, ACCESS.md §5). */

@@ -87,6 +87,12 @@ export interface ViewSetHooks {
   /** to_representation: fills what no one column shows (nested objects, computed members), once per page. */
   represent?(rows: readonly Row[], out: Record<string, unknown>[], context: { detail: boolean; executor: DynamicDb }): Promise<void>;
   /**
+   * Members only some callers see (a user's `roles`, to that user and to admins), added to each
+   * response's records; never to event bodies. Such a collection's lists are never served from
+   * the shared representation cache, as scoped ones are not.
+   */
+  representFor?(request: ApiRequest, rows: readonly Row[], out: Record<string, unknown>[]): void;
+  /**
    * A constraint violation the checks could not see (a race: two signups of one username), as
    * this collection words it; null leaves it to the viewset's own wording (a field's `unique`).
    */
@@ -106,7 +112,8 @@ export interface ActionContext {
   loadRow(request: ApiRequest, id?: number): Promise<Row>;
   /** A write transaction (Storage.transact), its constraint errors turned into 400/409. */
   transact<T>(work: (trx: DynamicDb) => Promise<T>): Promise<T>;
-  represent(rows: readonly Row[], detail?: boolean): Promise<Record<string, unknown>[]>;
+  /** Rows as records; as `request`'s caller sees them when given (`hooks.representFor`). */
+  represent(rows: readonly Row[], options?: { detail?: boolean; request?: ApiRequest }): Promise<Record<string, unknown>[]>;
 }
 
 /** DRF's @action: a route on the collection (`detail: false`) or on a record, beside the six. */
@@ -142,6 +149,10 @@ export interface BuiltinOptions extends ResourceOptions {
   extraActions?: ExtraAction[];
   /** The create's OpenAPI description, in place of the one made from the fields (signup's credentials). */
   createDocs?: ActionDocs;
+  /** The same for PUT and PATCH (a user's, which writes `roles` only). */
+  updateDocs?: ActionDocs;
+  /** Members `hooks.representFor` adds for some callers, with their JSON Schemas (OpenAPI lists them as optional). */
+  callerMembers?: Record<string, Record<string, unknown>>;
   /** Browsable pages that draw a GET's body, when not the generic page (the webhook dashboards). */
   pages?: ViewPages;
   /** The most an API key may do here whatever its scopes (ACCESS.md §5): `read` (users), `none` (keys). */
@@ -194,6 +205,8 @@ export interface Resource {
   readonly hooks: ViewSetHooks;
   readonly extraActions: readonly ExtraAction[];
   readonly createDocs?: ActionDocs;
+  readonly updateDocs?: ActionDocs;
+  readonly callerMembers: Readonly<Record<string, Record<string, unknown>>>;
   readonly pages: ViewPages;
   /** The most an API key may do here (`write`: what its scopes grant). */
   readonly keyLimit: KeyLimit;
@@ -257,7 +270,7 @@ export function defineBuiltinResource(options: BuiltinOptions): Resource {
   return checkDeclaration(options, { builtin: true });
 }
 
-const BUILTIN_OPTIONS = new Set(['table', 'nestedUnder', 'detailOnly', 'recordDescription', 'createShows', 'hooks', 'extraActions', 'createDocs', 'pages', 'keyLimit']);
+const BUILTIN_OPTIONS = new Set(['table', 'nestedUnder', 'detailOnly', 'recordDescription', 'createShows', 'hooks', 'extraActions', 'createDocs', 'updateDocs', 'callerMembers', 'pages', 'keyLimit']);
 
 function checkDeclaration(options: BuiltinOptions, { builtin }: { builtin: boolean }): Resource {
   if (typeof options !== 'object' || options === null) throw new DeclarationError('?', null, 'defineResource needs an object');
@@ -373,6 +386,8 @@ function checkDeclaration(options: BuiltinOptions, { builtin }: { builtin: boole
     hooks: options.hooks ?? {},
     extraActions: options.extraActions ?? [],
     ...(options.createDocs ? { createDocs: options.createDocs } : {}),
+    ...(options.updateDocs ? { updateDocs: options.updateDocs } : {}),
+    callerMembers: options.callerMembers ?? {},
     pages: options.pages ?? {},
     keyLimit: options.keyLimit ?? 'write',
   };

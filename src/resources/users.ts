@@ -1,15 +1,21 @@
 // The `users` collection (API.md §2), a declaration served by the one viewset like any other. What
 // is special is in its hooks: signup (API.md §6) is its create action, offered only while
 // ALLOW_SIGNUP is on (`withSignup`; else POST is a 405), with Django's username and password rules
-// as `validate`, the taken-username check as `beforeCreate`; and `me/` is an extra action.
+// as `validate`, the taken-username check as `beforeCreate`; `me/` is an extra action. A user's
+// `roles` (ACCESS.md §1) are shown to that user and to admins only (`representFor`), and PATCH by
+// an admin is the one change a request may make: it writes `roles`, nothing else.
 
-import { allowAny, isAuthenticated } from '../auth/permissions.js';
+import type { Kysely } from 'kysely';
+import { isAuthenticated, isSafeMethod } from '../auth/permissions.js';
 import { hashPassword } from '../auth/passwords.js';
+import { LastAdmin, MAX_ROLES, ROLE_NAME, checkAdminRemains, roleProblems, rolesText, storedRoles } from '../auth/roles.js';
 import { passwordProblems, usernameProblems } from '../auth/users.js';
+import type { Database } from '../db/schema.js';
+import { isAdmin, type Permission } from '../http/caller.js';
 import { ValidationError, type FieldErrors } from '../http/errors.js';
 import { MESSAGES } from '../http/messages.js';
 import { CREDENTIALS } from './auth-views.js';
-import type { Field, FieldResult } from './fields/field.js';
+import { fail, ok, type Field, type FieldResult } from './fields/field.js';
 import { field } from './fields/index.js';
 import { defineBuiltinResource, type Resource } from './resource.js';
 
@@ -45,17 +51,47 @@ const password: Field = {
   metadata: () => ({ type: 'string', min_length: 8 }),
 };
 
+const ROLES_SCHEMA = {
+  type: 'array',
+  maxItems: MAX_ROLES,
+  items: { type: 'string', pattern: ROLE_NAME.source },
+  description: 'Role names (`admin` passes every access rule). Shown to the user and to admins only.',
+};
+
+// Written by an admin's PATCH only (signup ignores it); shown by `representFor`, not to everyone,
+// so `writeOnly` keeps it out of the shared representation. Stored as rolesText's JSON list.
+const roles: Field = {
+  ...field.json({ label: 'Roles', default: [], writeOnly: true }),
+  parse(value) {
+    const problems = roleProblems(value);
+    return problems.length ? fail(...problems) : ok(rolesText(value as string[]));
+  },
+  schema: () => ROLES_SCHEMA,
+  // OPTIONS describes signup's POST, which never writes roles.
+  metadata: () => ({ type: 'list', child: { type: 'string' }, read_only: true }),
+};
+
 /**
- * Users, read-only but for signup (API.md §2, §6). Each shows the paths of the records it owns in
+ * Anyone reads, and signs up while signup is offered; only admins change a user (ACCESS.md §1):
+ * an anonymous PATCH is a 401, anyone else's a 403.
+ */
+const readOrSignupOrAdmin: Permission = {
+  name: 'readOrSignupOrAdmin',
+  hasPermission: ({ method, user }) => isSafeMethod(method) || method === 'POST' || isAdmin(user),
+  hasObjectPermission: () => true,
+};
+
+/**
+ * Users, read-only but for signup and an admin's change of roles (API.md §2, §6). Each shows the paths of the records it owns in
  * every collection with `owner: true` (`experiences`, `books` …): the registry adds those reverse lists.
  */
 export const users = defineBuiltinResource({
   name: 'users',
   label: 'User',
   description: 'The people who own records. Read-only.',
-  actions: ['list', 'retrieve'],
-  permission: allowAny,
-  fields: { username, password },
+  actions: ['list', 'retrieve', 'partial_update'],
+  permission: readOrSignupOrAdmin,
+  fields: { username, password, roles },
   timestamps: false,
   // A key reads users (`users:read`) and never changes one (ACCESS.md §5).
   keyLimit: 'read',
@@ -65,9 +101,23 @@ export const users = defineBuiltinResource({
     request: CREDENTIALS,
     responses: { '201': { description: 'The new user.', schema: { $ref: '#/components/schemas/User' }, headers: ['Location'] } },
   },
+  callerMembers: { roles: ROLES_SCHEMA },
+  updateDocs: {
+    request: { schema: { type: 'object', description: 'Every other member is read-only.', properties: { roles: ROLES_SCHEMA } }, required: true },
+    responses: { '200': { description: 'The user, with their roles as set.', schema: { $ref: '#/components/schemas/User' } } },
+  },
   hooks: {
-    /** Django's username rule and a few of its password validators, each field's problems in field order. */
+    /**
+     * A PATCH (by an admin) writes `roles` only; signup writes everything else, checked by
+     * Django's username rule and a few of its password validators, each field's problems in field order.
+     */
     async validate(values, errors, request) {
+      if (request.method !== 'POST') {
+        for (const key of Object.keys(values)) if (key !== 'roles') delete values[key];
+        for (const key of Object.keys(errors)) if (key !== 'roles') delete errors[key];
+        return;
+      }
+      delete values.roles;
       const data = await request.data();
       const name = typeof values.username === 'string' ? values.username : '';
       const problems: FieldErrors = {
@@ -85,6 +135,23 @@ export const users = defineBuiltinResource({
       const now = Date.now();
       Object.assign(columns, { password_hash: columns.password, password_changed_at: now, created_at: now });
       delete columns.password;
+    },
+    async beforeUpdate(trx, row, columns) {
+      if (columns.roles === undefined) return;
+      try {
+        await checkAdminRemains(trx as Kysely<Database>, Number(row.id), storedRoles(row.roles), storedRoles(columns.roles));
+      } catch (error) {
+        if (error instanceof LastAdmin) throw new ValidationError({ roles: [error.message] });
+        throw error;
+      }
+    },
+    representFor(request, rows, out) {
+      const caller = request.user;
+      if (caller === null) return;
+      const admin = isAdmin(caller);
+      rows.forEach((row, index) => {
+        if (admin || Number(row.id) === caller.id) out[index]!.roles = storedRoles(row.roles);
+      });
     },
     // Two signups of one name at once: the unique index refuses the second (PostgreSQL).
     constraintError: (error) => {
@@ -106,7 +173,7 @@ export const users = defineBuiltinResource({
       everyKey: true,
       docs: { responses: { '200': { description: 'The caller’s own user record.', schema: { $ref: '#/components/schemas/User' } } } },
       async handle(request, viewSet) {
-        const [record] = await viewSet.represent([await viewSet.loadRow(request, request.user!.id)]);
+        const [record] = await viewSet.represent([await viewSet.loadRow(request, request.user!.id)], { request });
         return { body: record };
       },
     },
@@ -117,6 +184,28 @@ export const users = defineBuiltinResource({
 export function usersOwning(collections: readonly Resource[]): Resource {
   const related = Object.fromEntries(collections.filter((c) => c.owner).map((c) => [c.name, { collection: c.name, field: 'owner' }]));
   return { ...users, related };
+}
+
+/**
+ * `users` telling `listener` of each committed change of roles, so that this process's role
+ * cache forgets the old ones at once (ACCESS.md §1: other processes within its TTL).
+ */
+export function withRoleChanges(resource: Resource, listener: (userId: number) => void): Resource {
+  const { beforeUpdate } = resource.hooks;
+  return {
+    ...resource,
+    hooks: {
+      ...resource.hooks,
+      async beforeUpdate(trx, row, columns, request) {
+        const then = await beforeUpdate?.(trx, row, columns, request);
+        if (columns.roles === undefined) return then;
+        return () => {
+          then?.();
+          listener(Number(row.id));
+        };
+      },
+    },
+  };
 }
 
 /** `users` with its create action: signup, while ALLOW_SIGNUP is on (API.md §6). */

@@ -34,6 +34,8 @@ export function recordSchema(resource: Resource): SchemaObject {
     properties.created_at = { type: 'string', format: 'date-time', readOnly: true, description: 'RFC 3339, UTC.' };
     properties.updated_at = { type: 'string', format: 'date-time', readOnly: true, description: 'RFC 3339, UTC.' };
   }
+  // Shown to some callers only (a user's roles), so never required.
+  for (const [name, schema] of Object.entries(resource.callerMembers)) properties[name] = schema;
   return { type: 'object', description: resource.description, required: representationFields(resource), properties };
 }
 
@@ -99,9 +101,9 @@ export function collectionSchemas(resource: Resource, label: string): Record<str
   schemas[label] = record;
   schemas[`Paginated${label}List`] = pageSchema(label);
   // A create described by its own docs (signup's credentials) reads no `…Request` component.
-  const readsRequest = resource.actions.includes('update') || (resource.actions.includes('create') && !resource.createDocs);
+  const readsRequest = (resource.actions.includes('update') && !resource.updateDocs) || (resource.actions.includes('create') && !resource.createDocs);
   if (readsRequest) schemas[`${label}Request`] = inputSchema(resource, false);
-  if (resource.actions.includes('partial_update')) schemas[`Patched${label}Request`] = inputSchema(resource, true);
+  if (resource.actions.includes('partial_update') && !resource.updateDocs) schemas[`Patched${label}Request`] = inputSchema(resource, true);
   // A record with fields only its own view shows (a delivery's request and response).
   if (resource.detailOnly.length) {
     const detailProperties = Object.fromEntries(resource.detailOnly.map((name) => [name, resource.fields[name]!.schema()]));

@@ -51,7 +51,7 @@ export interface ViewSetOptions {
  * Who acts when a declaration's permission lets an anonymous caller write: events name them as
  * the sender `anonymous` (id 0). A collection with `owner` refuses such a permission (registry.ts).
  */
-const ANONYMOUS: Change['actor'] = { id: 0, username: 'anonymous', passwordChangedAt: 0 };
+const ANONYMOUS: Change['actor'] = { id: 0, username: 'anonymous', passwordChangedAt: 0, roles: [] };
 
 // Whether an update leaves a value as it was (lists and JSON values compared by content).
 const sameValue = (a: unknown, b: unknown): boolean => a === b || JSON.stringify(a) === JSON.stringify(b);
@@ -83,15 +83,24 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
   const { compiledInsert, columnValues, writeReferenceLists, writeTransaction } = buildWrites(resource, { storage, listeners, uniqueMessage });
   const { deleteRecord, deleteBatch, clearReferences } = buildDeleteRules(resource, { storage, collections, viewSets, represent });
 
+  /** Records as the request's caller sees them: copies with what `hooks.representFor` adds for them. */
+  function shownTo(request: ApiRequest, rows: readonly Row[], records: Record<string, unknown>[]): Record<string, unknown>[] {
+    if (!hooks.representFor) return records;
+    const copies = records.map((record) => ({ ...record }));
+    hooks.representFor(request, rows, copies);
+    return copies;
+  }
+
   const list: Action = {
     permission: resource.permission,
     // A page is the same for everyone who may read it, so it is reused while no data changes;
-    // not a scoped one (each caller's own webhooks), nor one the dispatcher changes.
-    ...(hooks.scope ? {} : { version: () => storage.dataVersion() }),
+    // not a scoped one (each caller's own webhooks), nor one with members only some callers see
+    // (a user's roles), nor one the dispatcher changes.
+    ...(hooks.scope || hooks.representFor ? {} : { version: () => storage.dataVersion() }),
     async handle(request) {
       const page = parsePageRequest(request.query, orderings, resource.defaultOrdering, cursors, listPath(request));
       const found = await listPage(request, page);
-      return pageResponse(found, await represent(found.rows));
+      return pageResponse(found, shownTo(request, found.rows, await represent(found.rows)));
     },
   };
 
@@ -110,7 +119,7 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
       }
       const user = request.user ?? ANONYMOUS;
       const now = Date.now();
-      const { record, extras } = await writeTransaction(async (trx, notify) => {
+      const { record, row, extras } = await writeTransaction(async (trx, notify) => {
         await checkAgainstStored(trx, data, values, errors, null);
         const insert = {
           ...columnValues(values),
@@ -123,10 +132,11 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
         await writeReferenceLists(trx, row.id, values, false);
         const representation = await representOne(row, trx);
         await notify(trx, { resource, action: 'created', record: representation, actor: user });
-        return { record: representation, extras: (await hooks.afterCreate?.(trx, row, representation, request)) ?? {} };
+        return { record: representation, row, extras: (await hooks.afterCreate?.(trx, row, representation, request)) ?? {} };
       });
       extras.afterCommit?.();
-      return { status: 201, body: extras.body ? { ...record, ...extras.body } : record, headers: { location: String(record.url), ...extras.headers } };
+      const [shown] = shownTo(request, [row], [record]);
+      return { status: 201, body: extras.body ? { ...shown, ...extras.body } : shown, headers: { location: String(record.url), ...extras.headers } };
     },
   };
 
@@ -135,13 +145,14 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
     async handle(request) {
       const row = await loadRow(db, parseId(request.params[recordParam]), false, request);
       checkObjectPermission(request, row);
-      return { body: await representOne(row, db, true) };
+      return { body: shownTo(request, [row], [await representOne(row, db, true)])[0] };
     },
   };
 
   function updateAction(partial: boolean): Action {
     return {
       permission: resource.permission,
+      ...(resource.updateDocs ? { docs: resource.updateDocs } : {}),
       async handle(request) {
         const id = parseId(request.params[recordParam]);
         const data = await request.data();
@@ -155,18 +166,19 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
           if (Object.keys(validated.errors).length && !hasStoredChecks(data)) throw new ValidationError(validated.errors);
         }
         const afterCommit: Array<() => void> = [];
-        const record = await writeTransaction(async (trx, notify) => {
+        const { record, row: shownRow } = await writeTransaction(async (trx, notify) => {
           const row = await loadRow(trx, id, true, request);
           checkObjectPermission(request, row);
           const before = await representOne(row, trx);
-          assertRecordMatches(request.raw.headers['if-match'], before);
+          // The ETag the caller holds is of the record as they were shown it.
+          assertRecordMatches(request.raw.headers['if-match'], shownTo(request, [row], [before])[0]!);
           const { values, errors } = validated ?? readInput(data, partial);
           await checkAgainstStored(trx, data, values, errors, id);
           const changed = Object.entries(values).filter(([name, value]) => {
             const field = resource.fields[name]!;
             return field.type === 'references' ? !sameValue(before[name], field.show(value)) : !sameValue(row[columnOf(name, field)!], value);
           });
-          if (changed.length === 0) return before;
+          if (changed.length === 0) return { record: before, row };
           await notify.before(trx, resource, id);
           const changedValues = Object.fromEntries(changed);
           const set = { ...columnValues(changedValues), ...(resource.timestamps ? { updated_at: Math.max(Date.now(), Number(row.updated_at)) } : {}) };
@@ -180,10 +192,10 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
           const changes: Record<string, { from: unknown }> = {};
           for (const [name] of changed) if (!resource.fields[name]!.writeOnly) changes[name] = { from: before[name] };
           await notify(trx, { resource, action: 'updated', record: representation, changes, actor: user });
-          return representation;
+          return { record: representation, row: updated };
         });
         for (const then of afterCommit) then();
-        return { body: record };
+        return { body: shownTo(request, [shownRow], [record])[0] };
       },
     };
   }
@@ -253,7 +265,10 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
       return row;
     },
     transact: (work) => writeTransaction((trx) => work(trx)),
-    represent: (rows, detailed = false) => represent(rows, db, detailed),
+    async represent(rows, { detail = false, request } = {}) {
+      const records = await represent(rows, db, detail);
+      return request ? shownTo(request, rows, records) : records;
+    },
   };
   const extraViews: View[] = resource.extraActions.map((extra) => ({
     name: extra.name,
