@@ -247,7 +247,8 @@ describe.each(BACKENDS)('a database that predates roles (%s)', (backend) => {
 
   it('gives admin to its user with the lowest id when migrated', async () => {
     database = await createTestDatabase(backend);
-    // Made as an older restwire left it: users, and no roles column or 0008 migration.
+    // Made as an older restwire left it: users, and no roles column or 0008 migration (nor any
+    // migration after it: Kysely applies them in order).
     const storage = await openStorage({ databaseUrl: database.url, dataDir: database.env.DATA_DIR! });
     try {
       const db = storage.db;
@@ -256,7 +257,8 @@ describe.each(BACKENDS)('a database that predates roles (%s)', (backend) => {
         await db.insertInto('users').values({ username, password_hash: 'x', password_changed_at: now, created_at: now }).execute();
       }
       await db.schema.alterTable('users').dropColumn('roles').execute();
-      await sql`delete from kysely_migration where name = '0008_user_roles'`.execute(db);
+      await db.schema.dropTable('api_keys').execute();
+      await sql`delete from kysely_migration where name in ('0008_user_roles', '0009_api_keys')`.execute(db);
     } finally {
       await storage.close();
     }
