@@ -5,8 +5,8 @@ import { PasswordChangeLog } from './password-changes.js';
 import type { User } from '../http/caller.js';
 
 const T0 = 1_800_000_000_000;
-const alice: User = { id: 1, username: 'alice', passwordChangedAt: T0 - 1000 };
-const bob: User = { id: 2, username: 'bob', passwordChangedAt: T0 - 1000 };
+const alice: User = { id: 1, username: 'alice', passwordChangedAt: T0 - 1000, roles: [] };
+const bob: User = { id: 2, username: 'bob', passwordChangedAt: T0 - 1000, roles: [] };
 
 function setup(options: { maxEntries?: number; ttlMs?: number } = {}) {
   const clock = { now: T0 };
@@ -57,7 +57,7 @@ describe('CredentialCache', () => {
     cache.set('alice', 'pw-alice-1', alice);
     cache.set('bob', 'pw-bob-1', bob);
     expect(cache.get('alice', 'pw-alice-1')).toEqual(alice); // alice is now the most recent
-    cache.set('carol', 'pw-carol-1', { id: 3, username: 'carol', passwordChangedAt: T0 });
+    cache.set('carol', 'pw-carol-1', { id: 3, username: 'carol', passwordChangedAt: T0, roles: [] });
     expect(cache.size).toBe(2);
     expect(cache.get('bob', 'pw-bob-1')).toBeNull();
     expect(cache.get('alice', 'pw-alice-1')).toEqual(alice);

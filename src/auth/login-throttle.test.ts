@@ -9,7 +9,7 @@ import { CredentialCache } from './credential-cache.js';
 import { LOGIN_LIMITS, LoginThrottle, throttledVerifier } from './login-throttle.js';
 import { PasswordChangeLog } from './password-changes.js';
 
-const alice: User = { id: 1, username: 'alice', passwordChangedAt: 0 };
+const alice: User = { id: 1, username: 'alice', passwordChangedAt: 0, roles: [] };
 
 const newCache = () => new CredentialCache(randomBytes(32), new PasswordChangeLog(900_000));
 

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { allowAny, and, authenticatedOrReadOnly, isAuthenticated, not, or, ownerOrReadOnly } from './permissions.js';
 
-const alice = { id: 1, username: 'alice', passwordChangedAt: 0 };
-const bob = { id: 2, username: 'bob', passwordChangedAt: 0 };
+const alice = { id: 1, username: 'alice', passwordChangedAt: 0, roles: [] };
+const bob = { id: 2, username: 'bob', passwordChangedAt: 0, roles: [] };
 const alicesRecord = { ownerId: 1 };
 
 describe('permissions', () => {

@@ -6,7 +6,7 @@ import { PasswordChangeLog } from './password-changes.js';
 import { AccessTokens, createKeyring, keyId } from './tokens.js';
 import type { User } from '../http/caller.js';
 
-const alice: User = { id: 7, username: 'alice', passwordChangedAt: 1_700_000_000_000 };
+const alice: User = { id: 7, username: 'alice', passwordChangedAt: 1_700_000_000_000, roles: [] };
 
 async function setup(options: { secret?: Uint8Array; previous?: Uint8Array[]; lifetime?: number; clock?: { now: number } } = {}) {
   const secret = options.secret ?? randomBytes(32);

@@ -127,7 +127,7 @@ export class AccessTokens {
     if (typ !== TOKEN_TYPE || typeof sub !== 'string' || !USER_ID.test(sub) || typeof name !== 'string' || !Number.isSafeInteger(pwd)) {
       throw new InvalidToken('The token is not an access token.');
     }
-    const user: User = { id: Number(sub), username: name, passwordChangedAt: pwd as number };
+    const user: User = { id: Number(sub), username: name, passwordChangedAt: pwd as number, roles: [] };
     return { user: this.current(user), expiresAt: Number(payload.exp) * 1000 };
   }
 }

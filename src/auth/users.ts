@@ -33,7 +33,7 @@ export class UsernameTaken extends Error {
 }
 
 export function toUser(row: Pick<UserRow, 'id' | 'username' | 'password_changed_at'>): User {
-  return { id: row.id, username: row.username, passwordChangedAt: row.password_changed_at };
+  return { id: row.id, username: row.username, passwordChangedAt: row.password_changed_at, roles: [] };
 }
 
 /** User accounts: lookup, creation and password checks. */

@@ -8,6 +8,16 @@ export interface User {
   readonly username: string;
   /** Changes with the password; caches and refresh tokens issued before it are void. */
   readonly passwordChangedAt: number;
+  /** The caller's roles at the moment of the request (ACCESS.md §1). */
+  readonly roles: readonly string[];
+}
+
+/** The built-in role that passes every access rule (ACCESS.md §1). */
+export const ADMIN_ROLE = 'admin';
+
+/** Whether the caller has the `admin` role. */
+export function isAdmin(user: User | null): boolean {
+  return user?.roles.includes(ADMIN_ROLE) ?? false;
 }
 
 /** How the caller proved who they are. */
@@ -45,6 +55,14 @@ export interface OwnedRecord {
  */
 export interface Permission {
   readonly name: string;
+  /**
+   * The same policy as access rules (ACCESS.md §2), when it can be written as them: the
+   * declaration then gets these rules, so one mechanism judges records. Absent: only the two checks.
+   */
+  readonly rules?: PermissionRules;
   hasPermission(context: PermissionContext): boolean;
   hasObjectPermission(context: PermissionContext, record: OwnedRecord): boolean;
 }
+
+/** Access rules in their source language (resources/access/rules.ts reads them), by action. */
+export type PermissionRules = Readonly<Partial<Record<'read' | 'create' | 'update' | 'delete', string | readonly string[]>>>;

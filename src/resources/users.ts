@@ -102,7 +102,7 @@ export const users = defineBuiltinResource({
       permission: isAuthenticated,
       docs: { responses: { '200': { description: 'The caller’s own user record.', schema: { $ref: '#/components/schemas/User' } } } },
       async handle(request, viewSet) {
-        const [record] = await viewSet.represent([await viewSet.loadRow(request, request.user!.id)]);
+        const [record] = await viewSet.represent([await viewSet.loadRow(request, request.user!.id)], false, request.user);
         return { body: record };
       },
     },

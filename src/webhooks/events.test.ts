@@ -12,7 +12,7 @@ describe('eventPayload', () => {
     created_at: '2026-11-22T00:00:00.000Z',
     updated_at: '2026-11-22T00:00:01.000Z',
   };
-  const actor = { id: 3, username: 'alice', passwordChangedAt: 0 };
+  const actor = { id: 3, username: 'alice', passwordChangedAt: 0, roles: [] };
 
   it('has the GitHub shape of API.md §4', () => {
     const body = eventPayload(

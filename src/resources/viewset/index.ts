@@ -19,6 +19,7 @@ import { parseId } from '../../http/paths.js';
 import { CSV_TYPE, HTML_TYPE, JSON_TYPE } from '../../http/renderers.js';
 import type { Action, ApiRequest, View } from '../../http/view.js';
 import type { ParseContext } from '../fields/field.js';
+import { readsAreShared } from '../access/compile.js';
 import { buildFilters } from '../filters.js';
 import { pageResponse } from '../keyset.js';
 import type { CollectionLookup } from '../relations.js';
@@ -50,7 +51,7 @@ export interface ViewSetOptions {
  * Who acts when a declaration's permission lets an anonymous caller write: events name them as
  * the sender `anonymous` (id 0). A collection with `owner` refuses such a permission (registry.ts).
  */
-const ANONYMOUS: Change['actor'] = { id: 0, username: 'anonymous', passwordChangedAt: 0 };
+const ANONYMOUS: Change['actor'] = { id: 0, username: 'anonymous', passwordChangedAt: 0, roles: [] };
 
 // Whether an update leaves a value as it was (lists and JSON values compared by content).
 const sameValue = (a: unknown, b: unknown): boolean => a === b || JSON.stringify(a) === JSON.stringify(b);
@@ -77,20 +78,23 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
   const filters = new Map(buildFilters(resource, context).map((filter) => [filter.param, filter]));
 
   const { represent, representOne } = buildRepresentation(resource, db, lookup);
-  const { listPath, listPage, loadRow, checkObjectPermission } = buildQueryset(resource, { storage, db, cursors, filters });
+  const { listPath, listPage, loadRow, checkObjectPermission, checkRule } = buildQueryset(resource, { storage, db, cursors, filters });
   const { readInput, hasStoredChecks, checkAgainstStored, uniqueMessage } = buildInputChecks(resource, context, lookup);
   const { compiledInsert, columnValues, writeReferenceLists, writeTransaction } = buildWrites(resource, { storage, listeners, uniqueMessage });
   const { deleteRecord, deleteBatch, clearReferences } = buildDeleteRules(resource, { storage, collections, viewSets, represent });
 
+  // A page is the same for everyone who may read it, so it is reused while no data changes; not
+  // a scoped one (each caller's own webhooks), nor one whose records or reverse lists a read rule
+  // filters per caller (ACCESS.md §6): a page served to one caller is never served to another.
+  const sharedPages = !hooks.scope && [resource, ...Object.values(resource.related).map((relation) => lookup(relation.collection))].every((shown) => readsAreShared(shown?.access ?? null));
+
   const list: Action = {
     permission: resource.permission,
-    // A page is the same for everyone who may read it, so it is reused while no data changes;
-    // not a scoped one (each caller's own webhooks), nor one the dispatcher changes.
-    ...(hooks.scope ? {} : { version: () => storage.dataVersion() }),
+    ...(sharedPages ? { version: () => storage.dataVersion() } : {}),
     async handle(request) {
       const page = parsePageRequest(request.query, orderings, resource.defaultOrdering, cursors, listPath(request));
       const found = await listPage(request, page);
-      return pageResponse(found, await represent(found.rows));
+      return pageResponse(found, await represent(found.rows, db, false, request.user));
     },
   };
 
@@ -110,7 +114,7 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
       const user = request.user ?? ANONYMOUS;
       const now = Date.now();
       const { record, extras } = await writeTransaction(async (trx, notify) => {
-        await checkAgainstStored(trx, data, values, errors, null);
+        await checkAgainstStored(trx, data, values, errors, null, request.user);
         const insert = {
           ...columnValues(values),
           ...(resource.owner ? { owner_id: user.id } : {}),
@@ -120,7 +124,9 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
         const { rows } = await trx.executeQuery<Row>(compiledInsert(trx, insert));
         const row = rows[0]!;
         await writeReferenceLists(trx, row.id, values, false);
-        const representation = await representOne(row, trx);
+        // The create rule judges the record as stored (defaults, owner); refused, it rolls back.
+        await checkRule(trx, 'create', request, row.id);
+        const representation = await representOne(row, trx, false, request.user);
         await notify(trx, { resource, action: 'created', record: representation, actor: user });
         return { record: representation, extras: (await hooks.afterCreate?.(trx, row, representation, request)) ?? {} };
       });
@@ -134,7 +140,7 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
     async handle(request) {
       const row = await loadRow(db, parseId(request.params[recordParam]), false, request);
       checkObjectPermission(request, row);
-      return { body: await representOne(row, db, true) };
+      return { body: await representOne(row, db, true, request.user) };
     },
   };
 
@@ -157,10 +163,11 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
         const record = await writeTransaction(async (trx, notify) => {
           const row = await loadRow(trx, id, true, request);
           checkObjectPermission(request, row);
-          const before = await representOne(row, trx);
+          await checkRule(trx, 'update', request, id);
+          const before = await representOne(row, trx, false, request.user);
           assertRecordMatches(request.raw.headers['if-match'], before);
           const { values, errors } = validated ?? readInput(data, partial);
-          await checkAgainstStored(trx, data, values, errors, id);
+          await checkAgainstStored(trx, data, values, errors, id, request.user);
           const changed = Object.entries(values).filter(([name, value]) => {
             const field = resource.fields[name]!;
             return field.type === 'references' ? !sameValue(before[name], field.show(value)) : !sameValue(row[columnOf(name, field)!], value);
@@ -175,7 +182,9 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
             ? ((await trx.updateTable(table).set(set).where('id', '=', id).returningAll().executeTakeFirstOrThrow()) as Row)
             : row;
           await writeReferenceLists(trx, id, changedValues, true);
-          const representation = await representOne(updated, trx);
+          // The rule holds after the change too (WITH CHECK), or the change rolls back.
+          await checkRule(trx, 'update', request, id);
+          const representation = await representOne(updated, trx, false, request.user);
           const changes: Record<string, { from: unknown }> = {};
           for (const [name] of changed) if (!resource.fields[name]!.writeOnly) changes[name] = { from: before[name] };
           await notify(trx, { resource, action: 'updated', record: representation, changes, actor: user });
@@ -195,7 +204,9 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
       await writeTransaction(async (trx, notify) => {
         const row = await loadRow(trx, id, true, request);
         checkObjectPermission(request, row);
-        const before = await representOne(row, trx);
+        // The records a cascade or setNull reaches are not judged: this delete decides (ACCESS.md §2).
+        await checkRule(trx, 'delete', request, id);
+        const before = await representOne(row, trx, false, request.user);
         assertRecordMatches(request.raw.headers['if-match'], before);
         await deleteRecord(trx, row, before, notify, user);
       });
@@ -244,7 +255,7 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
       return row;
     },
     transact: (work) => writeTransaction((trx) => work(trx)),
-    represent: (rows, detailed = false) => represent(rows, db, detailed),
+    represent: (rows, detailed = false, viewer) => represent(rows, db, detailed, viewer),
   };
   const extraViews: View[] = resource.extraActions.map((extra) => ({
     name: extra.name,
