@@ -250,7 +250,8 @@ describe.each(BACKENDS)('experiences API on %s', (backend) => {
     });
 
     it('describes a resource on OPTIONS', async () => {
-      const response = await api('/api/v1/experiences/', { method: 'OPTIONS' });
+      // ACCESS.md §2: the POST is described to a caller who may create (an anonymous one may not).
+      const response = await api('/api/v1/experiences/', { method: 'OPTIONS', headers: { authorization: adminAuth } });
       expect(response.status).toBe(200);
       expect(response.headers.get('allow')).toBe('GET, HEAD, OPTIONS, POST');
       const body = (await response.json()) as { name: string; actions: { POST: Record<string, { required: boolean; read_only: boolean; max_length?: number }> } };

@@ -312,7 +312,8 @@ describe.each(BACKENDS)('own resources on %s', (backend) => {
 
   describe('metadata and OpenAPI', () => {
     it('OPTIONS lists every field with its type and constraints', async () => {
-      const response = await api('/api/v1/books/', { method: 'OPTIONS' });
+      // ACCESS.md §2: the POST is described to a caller who may create (an anonymous one may not).
+      const response = await api('/api/v1/books/', { method: 'OPTIONS', headers: { authorization: adminAuth } });
       expect(response.status).toBe(200);
       const fields = (await response.json()).actions.POST as Json;
       expect(Object.keys(fields)).toEqual(expect.arrayContaining(['url', 'id', 'title', 'year', 'isbn', 'genre', 'price', 'published_at', 'extra', 'notes', 'author', 'tags', 'owner', 'created_at', 'updated_at']));

@@ -205,7 +205,7 @@ export function diffStates(
     const collection = to[name]!;
     const fields: Record<string, FieldState> = {};
     for (const [fieldName, field] of Object.entries(collection.fields)) {
-      if (field.to !== undefined && field.to !== name && !current[field.to] && !isCreatedBefore(created, field.to, name)) {
+      if (field.to !== undefined && field.to !== name && !exists(current, field.to) && !isCreatedBefore(created, field.to, name)) {
         deferredFields.push({ op: 'addField', collection: name, field: fieldName, state: field });
       } else {
         fields[fieldName] = field;
@@ -306,6 +306,14 @@ function checkedRename(current: SchemaState, to: SchemaState, rename: FieldRenam
   return { op: 'renameField', collection: rename.collection, from: rename.from, to: rename.to };
 }
 
+/**
+ * Whether a reference's target exists: a collection of the state, or `users`, restwire's own table,
+ * which restwire's migrations create before any of the user's (ACCESS.md §7: `team_lead=@me`).
+ */
+function exists(state: SchemaState, target: string): boolean {
+  return state[target] !== undefined || target === 'users';
+}
+
 /** `names` sorted so that each comes after the collections of `state` it refers to (cycles broken by name). */
 function creationOrder(state: SchemaState, names: readonly string[]): string[] {
   const pending = new Set(names);
@@ -333,7 +341,7 @@ function isCreatedBefore(order: readonly string[], target: string, name: string)
 function checkField(state: SchemaState, collection: string, name: string, field: FieldState, fail: (problem: string) => never) {
   if (field.type === 'reference' || field.type === 'references') {
     if (field.to === undefined) fail(`${collection}.${name} names no target collection`);
-    if (!state[field.to]) fail(`${collection}.${name} refers to ${field.to}, which does not exist yet`);
+    if (!exists(state, field.to)) fail(`${collection}.${name} refers to ${field.to}, which does not exist yet`);
   }
 }
 

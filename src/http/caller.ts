@@ -60,6 +60,14 @@ export interface OwnedRecord {
  */
 export interface Permission {
   readonly name: string;
+  /**
+   * The same policy as access rules (ACCESS.md §2), when it can be written as them: the
+   * declaration then gets these rules, so one mechanism judges records. Absent: only the two checks.
+   */
+  readonly rules?: PermissionRules;
   hasPermission(context: PermissionContext): boolean;
   hasObjectPermission(context: PermissionContext, record: OwnedRecord): boolean;
 }
+
+/** Access rules in their source language (resources/access/rules.ts reads them), by action. */
+export type PermissionRules = Readonly<Partial<Record<'read' | 'create' | 'update' | 'delete', string | readonly string[]>>>;

@@ -1,5 +1,5 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import type { Authenticator, Identity } from './caller.js';
+import type { Authenticator, Identity, User } from './caller.js';
 import type { RequestThrottle, ThrottleState } from './throttling/request-throttle.js';
 import { entityTag, noneMatch } from './conditional.js';
 import { InsufficientScope, MethodNotAllowed, NotAcceptable, NotAuthenticated, PermissionDenied, Throttled, type ApiError } from './errors.js';
@@ -160,7 +160,7 @@ export function createPipeline({ authenticators, throttle }: PipelineOptions) {
     if (scopes !== undefined && !scopesAllow(scopes, view.keyAccess, method)) throw new InsufficientScope();
     if (method === 'OPTIONS') {
       reply.header('allow', allowedMethods(view).join(', '));
-      return send(request, reply, render(request, reply, view, { body: describe(view) }));
+      return send(request, reply, render(request, reply, view, { body: describe(view, state.identity?.user ?? null) }));
     }
     const action = view.actions[method === 'HEAD' ? 'GET' : (method as keyof View['actions'])]!;
     const apiRequest = toApiRequest(request, state);
@@ -206,13 +206,13 @@ function optionsMediaTypes(view: View): readonly string[] {
 }
 
 /** DRF's SimpleMetadata: name, description, renders, parses and, per writable action, the fields. */
-function describe(view: View): Record<string, unknown> {
+function describe(view: View, caller: User | null): Record<string, unknown> {
   return {
     name: view.name,
     description: view.description ?? '',
     renders: view.mediaTypes,
     parses: ['application/json', 'application/x-www-form-urlencoded', 'multipart/form-data'],
-    ...(view.metadata?.() ?? {}),
+    ...(view.metadata?.(caller) ?? {}),
   };
 }
 

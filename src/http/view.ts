@@ -77,8 +77,12 @@ export interface View {
   readonly mediaTypes: readonly string[];
   /** Field names, in order: the CSV header row. */
   readonly columns?: readonly string[];
-  /** DRF-style metadata for OPTIONS (field descriptions per writable action). */
-  readonly metadata?: () => Record<string, unknown>;
+  /**
+   * DRF-style metadata for OPTIONS (field descriptions per writable action): for a caller (null:
+   * anonymous), only the actions their sign-in and roles could allow (ACCESS.md §2), as DRF's
+   * metadata runs the permission check; without one, every writable action (the page's forms).
+   */
+  readonly metadata?: (caller?: User | null) => Record<string, unknown>;
   /** A list's query controls, for the browsable API's ordering and filter form. */
   readonly listControls?: ListControls;
   /**

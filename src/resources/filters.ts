@@ -3,15 +3,13 @@
 // search fields. A value is read by the field's own rules, so a bad one is a 400 naming the
 // parameter with the field's message, never ignored.
 
-import { sql, type SqlBool } from 'kysely';
 import type { Condition } from '../db/dynamic-tables.js';
-import { columnOf, joinTableOf } from '../db/schema-state.js';
 import type { FieldErrors } from '../http/errors.js';
-import { MESSAGES } from '../http/messages.js';
-import type { Field, ParseContext } from './fields/field.js';
-import { readReference } from './fields/relations.js';
-import type { Lookup, Resource } from './resource.js';
+import type { ParseContext } from './fields/field.js';
+import { containsCondition, lookupReader, MAX_FILTER_VALUES, type Lookup, type LookupReader } from './lookups.js';
+import type { Resource } from './resource.js';
 
+export { containsCondition, MAX_FILTER_VALUES } from './lookups.js';
 
 /** One query parameter a list accepts. */
 export interface QueryFilter {
@@ -22,20 +20,18 @@ export interface QueryFilter {
   /** Its value is a comma-separated list (`__in`): each item counts against MAX_FILTER_VALUES. */
   readonly list?: true;
   /** The condition for a value, or the message for a bad one. */
-  read(value: string): { condition: Condition } | { error: string };
+  read: LookupReader;
 }
 
 /**
  * What one filter may cost (issue 22): a list's query string and a webhook's filter alike. A
  * webhook's filter runs inside every write to its collection, whoever writes, so its size is
  * every writer's cost; past these limits SQLite's expression tree and PostgreSQL's stack give
- * out (a 500), and long before that every write slows.
+ * out (a 500), and long before that every write slows. (MAX_FILTER_VALUES, the values compared
+ * in all, is in lookups.ts, which an `__in` checks.)
  */
 export const MAX_FILTER_TERMS = 20;
-/** Values compared in all: one per parameter, one per item of an `__in`. */
-export const MAX_FILTER_VALUES = 100;
 
-const COMPARE: Partial<Record<Lookup, '=' | '>' | '>=' | '<' | '<='>> = { exact: '=', gt: '>', gte: '>=', lt: '<', lte: '<=' };
 const DESCRIBE: Record<Lookup, string> = {
   exact: 'equal to',
   contains: 'containing, ignoring case,',
@@ -48,78 +44,20 @@ const DESCRIBE: Record<Lookup, string> = {
   isnull: 'null (`true`) or not (`false`):',
 };
 
-/** `lower(column) like %value%`, LIKE's wildcards escaped; `lower()` folds every script on both databases. */
-export function containsCondition(column: string, value: string): Condition {
-  const pattern = `%${value.toLowerCase().replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
-  return () => sql<SqlBool>`lower(${sql.ref(column)}) like ${pattern} escape '\\'`;
-}
-
-/** Reads one filter value by the field's rules; references take an id or a path of their target. */
-function readValue(field: Field | null, text: string, context: ParseContext): { value: unknown } | { error: string } {
-  if (field === null || field.type === 'reference' || field.type === 'references') {
-    const target = field?.to ?? 'users';
-    if (/^[1-9]\d{0,15}$/.test(text.trim())) return { value: Number(text.trim()) };
-    if (field === null) return { error: 'Must be a positive integer id.' };
-    const found = readReference(text, target, context);
-    return 'error' in found ? found : { value: found.id };
-  }
-  const parsed = field.parse(text, context);
-  return parsed.ok ? { value: parsed.value } : { error: parsed.errors.join(' ') };
-}
-
 /** Every query parameter a resource's list accepts, besides limit, cursor and ordering. */
 export function buildFilters(resource: Resource, context: ParseContext): QueryFilter[] {
   const filters: QueryFilter[] = [];
   for (const [name, lookups] of Object.entries(resource.filters)) {
     const field = name === 'owner' && resource.owner ? null : resource.fields[name]!;
-    const column = field === null ? 'owner_id' : columnOf(name, field);
     const label = field === null ? 'owner (a user id)' : field.type === 'reference' || field.type === 'references' ? `${name} (an id or a path)` : name;
     const baseSchema = field === null ? { type: 'integer', minimum: 1 } : field.type === 'reference' || field.type === 'references' ? { type: 'string' } : stripMeta(field.schema());
     for (const lookup of lookups) {
-      const param = lookup === 'exact' ? name : `${name}__${lookup}`;
-      const description = `Only records whose ${label} is ${DESCRIBE[lookup]} this value.`;
-      const match = (value: unknown): Condition => {
-        if (column === null) {
-          // A `references` field: records with a join row to this target.
-          const join = joinTableOf(resource.table, name);
-          return (eb) => eb('id', 'in', eb.selectFrom(join).select('from_id').where('to_id', '=', value as number));
-        }
-        return (eb) => eb(column, '=', value as never);
-      };
       filters.push({
-        param,
-        description,
+        param: lookup === 'exact' ? name : `${name}__${lookup}`,
+        description: `Only records whose ${label} is ${DESCRIBE[lookup]} this value.`,
         ...(lookup === 'in' ? { list: true as const } : {}),
         schema: lookup === 'isnull' ? { type: 'boolean' } : lookup === 'in' || lookup === 'contains' || lookup === 'icontains' ? { type: 'string' } : baseSchema,
-        read(text) {
-          if (lookup === 'contains' || lookup === 'icontains') {
-            return column === null ? { error: 'This lookup does not apply to a list of references.' } : { condition: containsCondition(column, text) };
-          }
-          if (lookup === 'isnull') {
-            if (text !== 'true' && text !== 'false') return { error: MESSAGES.invalidBoolean };
-            if (column === null) return { error: 'This lookup does not apply to a list of references.' };
-            return { condition: (eb) => eb(column, text === 'true' ? 'is' : 'is not', null) };
-          }
-          if (lookup === 'in') {
-            const items = text.split(',');
-            if (items.length > MAX_FILTER_VALUES) return { error: `Give at most ${MAX_FILTER_VALUES} values; this gives ${items.length}.` };
-            const values: unknown[] = [];
-            for (const item of items) {
-              const read = readValue(field, item, context);
-              if ('error' in read) return read;
-              values.push(read.value);
-            }
-            // One `in (…)`, not a chain of `or`: SQLite parses a chain as a tree as deep as it is long.
-            if (column !== null) return { condition: (eb) => eb(column, 'in', values as never[]) };
-            const join = joinTableOf(resource.table, name);
-            return { condition: (eb) => eb('id', 'in', eb.selectFrom(join).select('from_id').where('to_id', 'in', values as number[])) };
-          }
-          const read = readValue(field, text, context);
-          if ('error' in read) return read;
-          if (lookup === 'exact') return { condition: match(read.value) };
-          if (column === null) return { error: 'This lookup does not apply to a list of references.' };
-          return { condition: (eb) => eb(column, COMPARE[lookup]!, read.value as never) };
-        },
+        read: lookupReader({ table: resource.table, name, field }, lookup, context),
       });
     }
   }

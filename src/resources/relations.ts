@@ -3,7 +3,9 @@
 // every referenced record exists. Deleting a referenced record is the viewset's (`viewset/delete-rules.ts`),
 // since each affected record raises its own event.
 
-import type { DynamicDb } from '../db/dynamic-tables.js';
+import type { AnyBuilder, DynamicDb } from '../db/dynamic-tables.js';
+import type { User } from '../http/caller.js';
+import { readCondition } from './access/compile.js';
 import { joinTableOf } from '../db/schema-state.js';
 import { recordPath } from '../http/paths.js';
 import { messages as referenceMessages } from './fields/relations.js';
@@ -43,12 +45,17 @@ export async function loadReferenceLists(
   return lists;
 }
 
-/** Each reverse list's paths per record (`related: {books: {collection: 'books', field: 'author'}}`). */
+/**
+ * Each reverse list's paths per record (`related: {books: {collection: 'books', field: 'author'}}`):
+ * for a `viewer` (a caller, null when anonymous), only the records they may read (ACCESS.md §2);
+ * without one (restwire's own use: events), every record.
+ */
 export async function loadRelatedLists(
   executor: DynamicDb,
   resource: Resource,
   ids: readonly number[],
   lookup: CollectionLookup,
+  viewer?: User | null,
 ): Promise<Map<string, Map<number, string[]>>> {
   const lists = new Map<string, Map<number, string[]>>();
   for (const [name, relation] of Object.entries(resource.related)) {
@@ -56,21 +63,20 @@ export async function loadRelatedLists(
     const byRecord = new Map<number, string[]>();
     if (ids.length > 0) {
       const many = source.fields[relation.field]?.type === 'references';
-      const rows = (
-        many
-          ? await executor
-              .selectFrom(joinTableOf(source.table, relation.field))
-              .select(['from_id as id', 'to_id as target'])
-              .where('to_id', 'in', ids)
-              .orderBy('from_id')
-              .execute()
-          : await executor
-              .selectFrom(source.table)
-              .select(['id', `${relation.field}_id as target`])
-              .where(`${relation.field}_id`, 'in', ids)
-              .orderBy('id')
-              .execute()
-      ) as Array<{ id: number; target: number }>;
+      const readable = viewer === undefined ? null : readCondition(source.access, viewer);
+      let query = many
+        ? executor
+            .selectFrom(joinTableOf(source.table, relation.field))
+            .select(['from_id as id', 'to_id as target'])
+            .where('to_id', 'in', ids)
+            .orderBy('from_id')
+        : executor
+            .selectFrom(source.table)
+            .select(['id', `${relation.field}_id as target`])
+            .where(`${relation.field}_id`, 'in', ids)
+            .orderBy('id');
+      if (readable) query = many ? query.where('from_id', 'in', (eb: AnyBuilder) => eb.selectFrom(source.table).select('id').where(readable)) : query.where(readable);
+      const rows = (await query.execute()) as Array<{ id: number; target: number }>;
       for (const row of rows) appendTo(byRecord, Number(row.target), recordPath(source.name, Number(row.id)));
     }
     lists.set(name, byRecord);
@@ -80,13 +86,15 @@ export async function loadRelatedLists(
 
 /**
  * DRF's "Invalid hyperlink - Object does not exist." for every reference in `values` (field →
- * id, or ids for a list) whose record is missing, one query per target collection.
+ * id, or ids for a list) whose record is missing, or one the `viewer` may not read (ACCESS.md
+ * §2: as if it did not exist), one query per target collection.
  */
 export async function missingReferences(
   executor: DynamicDb,
   resource: Resource,
   values: Readonly<Record<string, unknown>>,
   lookup: CollectionLookup,
+  viewer: User | null,
 ): Promise<Record<string, string[]>> {
   const wanted = new Map<string, Set<number>>();
   for (const [name, value] of Object.entries(values)) {
@@ -99,12 +107,16 @@ export async function missingReferences(
   const existing = new Map<string, Set<number>>();
   for (const [target, ids] of wanted) {
     if (ids.size === 0) continue;
-    const table = lookup(target)?.table ?? target;
+    const targetResource = lookup(target);
+    const table = targetResource?.table ?? target;
+    const readable = readCondition(targetResource?.access ?? null, viewer);
     const list = [...ids];
     const found = new Set<number>();
     // Several lists may name one collection: in slices, each within SQLite's 32,766 parameters.
     for (let start = 0; start < list.length; start += 10_000) {
-      const rows = (await executor.selectFrom(table).select('id').where('id', 'in', list.slice(start, start + 10_000)).execute()) as Array<{ id: number }>;
+      let query = executor.selectFrom(table).select('id').where('id', 'in', list.slice(start, start + 10_000));
+      if (readable) query = query.where(readable);
+      const rows = (await query.execute()) as Array<{ id: number }>;
       for (const row of rows) found.add(Number(row.id));
     }
     existing.set(target, found);

@@ -15,14 +15,15 @@ import type { Condition } from '../db/dynamic-tables.js';
 import type { DynamicDb, Row } from '../db/dynamic-tables.js';
 import { FIELD_TYPES } from '../db/schema-state.js';
 import { isField, isInvalidField, optionsOf, type Field } from './fields/field.js';
+import { LOOKUPS, TEXT_TYPES, type Lookup } from './lookups.js';
+import { permissionOf } from './access/compile.js';
+import { parseAccess, RuleError, type AccessRules, type AccessSource } from './access/rules.js';
 
 /** The viewset actions a resource can offer (DRF's names). */
 export type ActionName = 'list' | 'create' | 'retrieve' | 'update' | 'partial_update' | 'destroy';
 const ALL_ACTIONS: readonly ActionName[] = ['list', 'create', 'retrieve', 'update', 'partial_update', 'destroy'];
 
-/** Filter lookups (Django's names): `exact` is `?year=1999`, the others `?year__gte=1990`. */
-export const LOOKUPS = ['exact', 'contains', 'icontains', 'gt', 'gte', 'lt', 'lte', 'in', 'isnull'] as const;
-export type Lookup = (typeof LOOKUPS)[number];
+export { LOOKUPS, type Lookup } from './lookups.js';
 
 /** A reverse relation: the paths of the records of `collection` whose `field` refers to this one. */
 export interface RelatedList {
@@ -43,6 +44,11 @@ export interface ResourceOptions {
   owner?: boolean;
   /** Who may do what (default: anyone reads, signed-in users write, owners change their own). */
   permission?: Permission;
+  /**
+   * Who may read, create, update and delete which records, as rules (ACCESS.md §2), instead of
+   * `permission`; an action left out is for admins only.
+   */
+  access?: AccessSource;
   /** Field names the list may be ordered by, besides `id` (each also with `-`). */
   orderings?: string[];
   /** Default `-id`. */
@@ -112,7 +118,7 @@ export interface ActionContext {
   loadRow(request: ApiRequest, id?: number): Promise<Row>;
   /** A write transaction (Storage.transact), its constraint errors turned into 400/409. */
   transact<T>(work: (trx: DynamicDb) => Promise<T>): Promise<T>;
-  /** Rows as records; as `request`'s caller sees them when given (`hooks.representFor`). */
+  /** Rows as records, as `request`'s caller sees them when given: reverse lists hold what they may read, and `hooks.representFor`'s members. */
   represent(rows: readonly Row[], options?: { detail?: boolean; request?: ApiRequest }): Promise<Record<string, unknown>[]>;
 }
 
@@ -184,7 +190,13 @@ export interface Resource {
   /** The table; restwire's own `users` keeps extra columns the declaration does not name. */
   readonly table: string;
   readonly actions: readonly ActionName[];
+  /** The pipeline's permission stage: the rules' own when there are rules. */
   readonly permission: Permission;
+  /**
+   * The record rules (ACCESS.md §2): the declaration's `access`, or its `permission` as rules
+   * where it can be written so (the built-in policies, `and`, `or`); null: `permission` alone.
+   */
+  readonly access: AccessRules | null;
   readonly fields: Readonly<Record<string, Field>>;
   readonly owner: boolean;
   readonly timestamps: boolean;
@@ -228,11 +240,9 @@ export const NAME = /^[a-z][a-z0-9_]*$/;
 /** Names restwire's own routes use (RESOURCES.md §1). */
 export const RESERVED = new Set(['users', 'webhooks', 'keys', 'auth', 'docs', 'openapi.json', 'events']);
 const OPTION_NAMES = new Set([
-  'name', 'label', 'description', 'fields', 'owner', 'permission', 'orderings', 'defaultOrdering', 'filters',
+  'name', 'label', 'description', 'fields', 'owner', 'permission', 'access', 'orderings', 'defaultOrdering', 'filters',
   'search', 'event', 'eventId', 'related', 'timestamps', 'actions',
 ]);
-/** Field types stored as text, which `contains` and `search` can look in. */
-const TEXT_TYPES: readonly string[] = ['string', 'text', 'email', 'url', 'choice'];
 /** Columns every record may have besides its fields; no field may take their names. */
 const IMPLICIT = new Set(['url', 'id', 'owner', 'created_at', 'updated_at']);
 
@@ -360,6 +370,28 @@ function checkDeclaration(options: BuiltinOptions, { builtin }: { builtin: boole
     }
   }
 
+  if (options.access !== undefined && options.permission !== undefined) fail(null, 'state access or permission, not both');
+  const target = { table: options.table ?? name, fields, owner };
+  let access: AccessRules | null = null;
+  let permission = options.permission ?? (owner ? and(authenticatedOrReadOnly, ownerOrReadOnly) : authenticatedOrReadOnly);
+  if (options.access !== undefined) {
+    try {
+      access = parseAccess(options.access, target);
+    } catch (error) {
+      if (error instanceof RuleError) fail(null, error.message);
+      throw error;
+    }
+    permission = permissionOf(access, 'access');
+  } else if (permission.rules) {
+    // A policy that names what this collection lacks (ownerOrReadOnly without an owner) keeps its two checks.
+    try {
+      access = parseAccess(permission.rules, target);
+      permission = permissionOf(access, permission.name);
+    } catch (error) {
+      if (!(error instanceof RuleError)) throw error;
+    }
+  }
+
   return {
     [RESOURCE]: true,
     name,
@@ -367,7 +399,8 @@ function checkDeclaration(options: BuiltinOptions, { builtin }: { builtin: boole
     description: options.description ?? '',
     table: options.table ?? name,
     actions,
-    permission: options.permission ?? (owner ? and(authenticatedOrReadOnly, ownerOrReadOnly) : authenticatedOrReadOnly),
+    permission,
+    access,
     fields,
     owner,
     timestamps,

@@ -20,6 +20,7 @@ import { CSV_TYPE, HTML_TYPE, JSON_TYPE } from '../../http/renderers.js';
 import type { KeyAccess } from '../../http/scopes.js';
 import type { Action, ApiRequest, View } from '../../http/view.js';
 import type { ParseContext } from '../fields/field.js';
+import { readsAreShared } from '../access/compile.js';
 import { buildFilters } from '../filters.js';
 import { pageResponse } from '../keyset.js';
 import type { CollectionLookup } from '../relations.js';
@@ -78,7 +79,7 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
   const filters = new Map(buildFilters(resource, context).map((filter) => [filter.param, filter]));
 
   const { represent, representOne } = buildRepresentation(resource, db, lookup);
-  const { listPath, listPage, loadRow, checkObjectPermission } = buildQueryset(resource, { storage, db, cursors, filters });
+  const { listPath, listPage, loadRow, checkObjectPermission, checkRule } = buildQueryset(resource, { storage, db, cursors, filters });
   const { readInput, hasStoredChecks, checkAgainstStored, uniqueMessage } = buildInputChecks(resource, context, lookup);
   const { compiledInsert, columnValues, writeReferenceLists, writeTransaction } = buildWrites(resource, { storage, listeners, uniqueMessage });
   const { deleteRecord, deleteBatch, clearReferences } = buildDeleteRules(resource, { storage, collections, viewSets, represent });
@@ -91,16 +92,22 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
     return copies;
   }
 
+  // A page is the same for everyone who may read it, so it is reused while no data changes; not
+  // a scoped one (each caller's own webhooks), nor one with members only some callers see (a
+  // user's roles), nor one whose records or reverse lists a read rule filters per caller
+  // (ACCESS.md §6): a page served to one caller is never served to another.
+  const sharedPages =
+    !hooks.scope &&
+    !hooks.representFor &&
+    [resource, ...Object.values(resource.related).map((relation) => lookup(relation.collection))].every((shown) => readsAreShared(shown?.access ?? null));
+
   const list: Action = {
     permission: resource.permission,
-    // A page is the same for everyone who may read it, so it is reused while no data changes;
-    // not a scoped one (each caller's own webhooks), nor one with members only some callers see
-    // (a user's roles), nor one the dispatcher changes.
-    ...(hooks.scope || hooks.representFor ? {} : { version: () => storage.dataVersion() }),
+    ...(sharedPages ? { version: () => storage.dataVersion() } : {}),
     async handle(request) {
       const page = parsePageRequest(request.query, orderings, resource.defaultOrdering, cursors, listPath(request));
       const found = await listPage(request, page);
-      return pageResponse(found, shownTo(request, found.rows, await represent(found.rows)));
+      return pageResponse(found, shownTo(request, found.rows, await represent(found.rows, db, false, request.user)));
     },
   };
 
@@ -120,7 +127,7 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
       const user = request.user ?? ANONYMOUS;
       const now = Date.now();
       const { record, row, extras } = await writeTransaction(async (trx, notify) => {
-        await checkAgainstStored(trx, data, values, errors, null);
+        await checkAgainstStored(trx, data, values, errors, null, request.user);
         const insert = {
           ...columnValues(values),
           ...(resource.owner ? { owner_id: user.id } : {}),
@@ -130,7 +137,9 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
         const { rows } = await trx.executeQuery<Row>(compiledInsert(trx, insert));
         const row = rows[0]!;
         await writeReferenceLists(trx, row.id, values, false);
-        const representation = await representOne(row, trx);
+        // The create rule judges the record as stored (defaults, owner); refused, it rolls back.
+        await checkRule(trx, 'create', request, row.id);
+        const representation = await representOne(row, trx, false, request.user);
         await notify(trx, { resource, action: 'created', record: representation, actor: user });
         return { record: representation, row, extras: (await hooks.afterCreate?.(trx, row, representation, request)) ?? {} };
       });
@@ -145,7 +154,7 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
     async handle(request) {
       const row = await loadRow(db, parseId(request.params[recordParam]), false, request);
       checkObjectPermission(request, row);
-      return { body: shownTo(request, [row], [await representOne(row, db, true)])[0] };
+      return { body: shownTo(request, [row], [await representOne(row, db, true, request.user)])[0] };
     },
   };
 
@@ -169,11 +178,12 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
         const { record, row: shownRow } = await writeTransaction(async (trx, notify) => {
           const row = await loadRow(trx, id, true, request);
           checkObjectPermission(request, row);
-          const before = await representOne(row, trx);
+          await checkRule(trx, 'update', request, id);
+          const before = await representOne(row, trx, false, request.user);
           // The ETag the caller holds is of the record as they were shown it.
           assertRecordMatches(request.raw.headers['if-match'], shownTo(request, [row], [before])[0]!);
           const { values, errors } = validated ?? readInput(data, partial);
-          await checkAgainstStored(trx, data, values, errors, id);
+          await checkAgainstStored(trx, data, values, errors, id, request.user);
           const changed = Object.entries(values).filter(([name, value]) => {
             const field = resource.fields[name]!;
             return field.type === 'references' ? !sameValue(before[name], field.show(value)) : !sameValue(row[columnOf(name, field)!], value);
@@ -188,7 +198,9 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
             ? ((await trx.updateTable(table).set(set).where('id', '=', id).returningAll().executeTakeFirstOrThrow()) as Row)
             : row;
           await writeReferenceLists(trx, id, changedValues, true);
-          const representation = await representOne(updated, trx);
+          // The rule holds after the change too (WITH CHECK), or the change rolls back.
+          await checkRule(trx, 'update', request, id);
+          const representation = await representOne(updated, trx, false, request.user);
           const changes: Record<string, { from: unknown }> = {};
           for (const [name] of changed) if (!resource.fields[name]!.writeOnly) changes[name] = { from: before[name] };
           await notify(trx, { resource, action: 'updated', record: representation, changes, actor: user });
@@ -209,7 +221,9 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
       await writeTransaction(async (trx, notify) => {
         const row = await loadRow(trx, id, true, request);
         checkObjectPermission(request, row);
-        const before = await representOne(row, trx);
+        // The records a cascade or setNull reaches are not judged: this delete decides (ACCESS.md §2).
+        await checkRule(trx, 'delete', request, id);
+        const before = await representOne(row, trx, false, request.user);
         assertRecordMatches(request.raw.headers['if-match'], before);
         const then = await hooks.beforeDelete?.(trx, row, request);
         if (then) afterCommit.push(then);
@@ -266,7 +280,7 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
     },
     transact: (work) => writeTransaction((trx) => work(trx)),
     async represent(rows, { detail = false, request } = {}) {
-      const records = await represent(rows, db, detail);
+      const records = await represent(rows, db, detail, request?.user ?? null);
       return request ? shownTo(request, rows, records) : records;
     },
   };

@@ -4,6 +4,7 @@
 
 import { columnOf } from '../../db/schema-state.js';
 import type { DynamicDb } from '../../db/dynamic-tables.js';
+import type { User } from '../../http/caller.js';
 import { ValidationError, type FieldErrors } from '../../http/errors.js';
 import { MESSAGES } from '../../http/messages.js';
 import { isFormData, type RequestData } from '../../http/parsers.js';
@@ -58,13 +59,17 @@ export function buildInputChecks(resource: Resource, context: ParseContext, look
   /** The message of a value already taken, for the check and for the race the database catches. */
   const uniqueMessage = (name: string) => `${label} with this ${name.replace(/_/g, ' ')} already exists.`;
 
-  /** Relations and uniqueness, checked in the write's transaction; all problems in one 400. */
+  /**
+   * Relations (records the `writer` may read) and uniqueness, checked in the write's
+   * transaction; all problems in one 400.
+   */
   async function checkAgainstStored(
     executor: DynamicDb,
     data: RequestData,
     values: Record<string, unknown>,
     errors: FieldErrors,
     exceptId: number | null,
+    writer: User | null,
   ) {
     const checked = { ...values };
     for (const name of Object.keys(errors)) delete checked[name];
@@ -74,10 +79,10 @@ export function buildInputChecks(resource: Resource, context: ParseContext, look
       const items = data[name];
       if (!errors[name] || !Array.isArray(items) || items.length > field.maxItems!) continue;
       const readable = (items as unknown[]).map((item) => readReference(item, field.to!, context)).filter((item) => 'id' in item);
-      const missing = await missingReferences(executor, resource, { [name]: readable.map((item) => (item as { id: number }).id) }, lookup);
+      const missing = await missingReferences(executor, resource, { [name]: readable.map((item) => (item as { id: number }).id) }, lookup, writer);
       errors[name]!.push(...(missing[name] ?? []));
     }
-    Object.assign(errors, await missingReferences(executor, resource, checked, lookup), await duplicateValues(executor, checked, exceptId));
+    Object.assign(errors, await missingReferences(executor, resource, checked, lookup, writer), await duplicateValues(executor, checked, exceptId));
     if (Object.keys(errors).length) throw new ValidationError(errors);
   }
 

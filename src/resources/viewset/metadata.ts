@@ -1,6 +1,8 @@
 // OPTIONS metadata (DRF's SimpleMetadata): what a view's writable action takes, field by field,
 // from the declarations. The browsable API builds its forms from it (`http/browsable/forms.ts`).
 
+import type { User } from '../../http/caller.js';
+import { mayAttempt } from '../access/compile.js';
 import type { Field } from '../fields/field.js';
 import type { Resource } from '../resource.js';
 
@@ -18,16 +20,20 @@ const describeField = (name: string, field: Field) => ({
 /**
  * A view's OPTIONS metadata. As DRF's SimpleMetadata: a view describes the write it has, the
  * collection its POST (or PUT without create), a record its PUT (a record of a collection with
- * create but no update, as signup's users, has none).
+ * create but no update, as signup's users, has none). Asked for a caller, only an action their
+ * sign-in and roles could allow (ACCESS.md §2; field terms are judged at the write).
  */
 export function metadataOf(resource: Resource, method: 'POST' | 'PUT') {
   const has = (action: Resource['actions'][number]) => resource.actions.includes(action);
   const fieldEntries = Object.entries(resource.fields);
-  return () => ({
+  const shown = method === 'PUT' || !has('create') ? 'PUT' : 'POST';
+  // A caller (null: anonymous) sees an action only when their sign-in and roles could allow it.
+  const allowed = (caller: User | null | undefined) => caller === undefined || !resource.access || mayAttempt(resource.access, shown === 'POST' ? 'create' : 'update', caller);
+  return (caller?: User | null) => ({
     actions:
-      (method === 'POST' ? has('create') || has('update') : has('update'))
+      (method === 'POST' ? has('create') || has('update') : has('update')) && allowed(caller)
         ? {
-            [method === 'PUT' || !has('create') ? 'PUT' : 'POST']: Object.fromEntries([
+            [shown]: Object.fromEntries([
               ['url', readOnly('field', 'Url')],
               ['id', readOnly('integer', 'ID')],
               ...fieldEntries.map(([name, field]) => [name, describeField(name, field)]),

@@ -1,6 +1,8 @@
 // Which rows a request reaches (DRF's `get_queryset`, `get_object`, `check_object_permissions`):
 // a page of the list, filtered and read by keyset cursor, and one record by id, both within the
-// collection's `scope` hook; then whether the caller may act on that record.
+// collection's `scope` hook and the caller's read rule (ACCESS.md §2: what the caller may not read
+// is not there, a 404); then whether the caller may act on that record: its permission, or the
+// action's rule asked of the record in the same transaction (PostgreSQL's `USING` / `WITH CHECK`).
 
 import type { Storage } from '../../db/database.js';
 import type { Condition, DynamicDb, Row } from '../../db/dynamic-tables.js';
@@ -13,6 +15,8 @@ import type { ApiRequest } from '../../http/view.js';
 import type { Field } from '../fields/field.js';
 import { readFilterParams, type QueryFilter } from '../filters.js';
 import { fetchKeysetPage } from '../keyset.js';
+import { compileRule, readCondition } from '../access/compile.js';
+import type { RuleAction } from '../access/rules.js';
 import { collectionPathOf, type Resource } from '../resource.js';
 
 /** What NULL sorts as in a nullable field's ordering: below every value the field can hold. */
@@ -50,6 +54,8 @@ export function buildQueryset(resource: Resource, options: QuerysetOptions) {
   async function listPage(request: ApiRequest, page: PageRequest) {
     let query = db.selectFrom(table).selectAll();
     if (hooks.scope) query = query.where(await hooks.scope(request));
+    const readable = readCondition(resource.access, request.user);
+    if (readable) query = query.where(readable);
     for (const condition of filterConditions(request)) query = query.where(condition);
     const field = resource.fields[page.ordering.name.replace(/^-/, '')];
     return fetchKeysetPage<Row>(query, page, { path: listPath(request), query: request.query, cursors }, field ? nullsAs(field) : undefined);
@@ -59,28 +65,49 @@ export function buildQueryset(resource: Resource, options: QuerysetOptions) {
   // cost more than running it (issue #6 profile). Only the parameter changes.
   const selectById = db.selectFrom(table).selectAll().where('id', '=', 0).compile();
 
-  /** A record by id; with a request, only within its `scope` (another user's webhook is a 404). */
+  /**
+   * A record by id; with a request, only within its `scope` (another user's webhook is a 404) and
+   * the caller's read rule (a record they may not read is a 404).
+   */
   async function loadRow(executor: DynamicDb, id: number, lock: boolean, request?: ApiRequest): Promise<Row> {
     const scope = request && hooks.scope ? await hooks.scope(request) : null;
-    if (executor === db && !lock && !scope) {
+    const readable = request ? readCondition(resource.access, request.user) : null;
+    if (executor === db && !lock && !scope && !readable) {
       const { rows } = await db.executeQuery<Row>({ ...selectById, parameters: [id] });
       if (!rows[0]) throw new NotFound();
       return rows[0];
     }
     let query = executor.selectFrom(table).selectAll().where('id', '=', id);
     if (scope) query = query.where(scope);
+    if (readable) query = query.where(readable);
     const row = (await (lock ? storage.lockForUpdate(query) : query).executeTakeFirst()) as Row | undefined;
     if (!row) throw new NotFound();
     return row;
   }
 
-  /** Refuses a record the permission keeps from the caller: 403, or 401 to an anonymous one. */
+  /**
+   * Refuses a record the permission keeps from the caller: 403, or 401 to an anonymous one. With
+   * rules there is no object permission: `checkRule` judges the record.
+   */
   function checkObjectPermission(request: ApiRequest, row: Row): void {
+    if (resource.access) return;
     const ownerId = resource.owner ? Number(row.owner_id) : null;
     if (!resource.permission.hasObjectPermission({ method: request.method, user: request.user }, { ownerId })) {
       throw permissionDenied(request.identity);
     }
   }
 
-  return { listPath, listPage, loadRow, checkObjectPermission };
+  /**
+   * Refuses (403, or 401 to an anonymous caller) unless the action's rule holds for the record
+   * `id` as `executor` (the write's transaction) sees it now; a 403 never names the rule.
+   */
+  async function checkRule(executor: DynamicDb, action: RuleAction, request: ApiRequest, id: number): Promise<void> {
+    if (!resource.access) return;
+    const verdict = compileRule(resource.access[action], request.user);
+    if (verdict === true) return;
+    const holds = verdict !== false && (await executor.selectFrom(table).select('id').where('id', '=', id).where(verdict).executeTakeFirst()) !== undefined;
+    if (!holds) throw permissionDenied(request.identity);
+  }
+
+  return { listPath, listPage, loadRow, checkObjectPermission, checkRule };
 }

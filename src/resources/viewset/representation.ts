@@ -4,6 +4,7 @@
 
 import { columnOf } from '../../db/schema-state.js';
 import type { DynamicDb, Row } from '../../db/dynamic-tables.js';
+import type { User } from '../../http/caller.js';
 import { recordPath } from '../../http/paths.js';
 import { loadReferenceLists, loadRelatedLists, type CollectionLookup } from '../relations.js';
 import type { Resource } from '../resource.js';
@@ -35,11 +36,15 @@ export function buildRepresentation(resource: Resource, db: DynamicDb, lookup: C
   const manyFields = fieldEntries.filter(([, field]) => field.type === 'references');
   const hasRelations = manyFields.length > 0 || Object.keys(resource.related).length > 0;
 
-  /** Representations of rows, with relations loaded in one query per relation for the whole page. */
-  async function represent(rows: readonly Row[], executor: DynamicDb = db, detail = false): Promise<Record<string, unknown>[]> {
+  /**
+   * Representations of rows, with relations loaded in one query per relation for the whole page.
+   * Reverse lists hold what the `viewer` may read (a caller; null when anonymous); without one,
+   * every record (events).
+   */
+  async function represent(rows: readonly Row[], executor: DynamicDb = db, detail = false, viewer?: User | null): Promise<Record<string, unknown>[]> {
     const ids = hasRelations ? rows.map((row) => row.id) : [];
     const lists = manyFields.length ? await loadReferenceLists(executor, resource, ids) : null;
-    const related = Object.keys(resource.related).length ? await loadRelatedLists(executor, resource, ids, lookup) : null;
+    const related = Object.keys(resource.related).length ? await loadRelatedLists(executor, resource, ids, lookup, viewer) : null;
     const outs = rows.map((row) => {
       const out: Record<string, unknown> = { url: urlOf(row), id: row.id };
       for (const [name, field] of detail ? shown : shownInList) {
@@ -59,8 +64,8 @@ export function buildRepresentation(resource: Resource, db: DynamicDb, lookup: C
   }
 
   /** One row's representation (`detail`: with the fields only a record's page shows). */
-  async function representOne(row: Row, executor: DynamicDb = db, detail = false): Promise<Record<string, unknown>> {
-    return (await represent([row], executor, detail))[0]!;
+  async function representOne(row: Row, executor: DynamicDb = db, detail = false, viewer?: User | null): Promise<Record<string, unknown>> {
+    return (await represent([row], executor, detail, viewer))[0]!;
   }
 
   return { represent, representOne };
