@@ -1,11 +1,13 @@
+import { spawn } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createProject, runOk, type Project } from './support/project.js';
 import { BACKENDS, adminAuth, basic, createTestDatabase, createUser, type RunningServer, type TestDatabase } from './support/server.js';
 
 // Access rules on records (ACCESS.md §2, §7), black-box: the `notes` example of ACCESS.md §2,
 // `posts` whose create and update rules look at the record as stored, and `comments` that refer
-// to notes (references written, cascades). Callers: anonymous, alice, bob (no roles: the roles
-// engineer's part gives the first user `admin`; tests of admins are listed in the report).
+// to notes (references written, cascades), and `bulletins` whose writes `access` leaves out (admins
+// only). Callers: anonymous, alice, bob (no roles), the first user (`admin`), carol (`staff`) and
+// API keys of them (ACCESS.md §1, §5).
 
 type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
 
@@ -46,8 +48,29 @@ export default defineResource({
 });
 `;
 
+const BULLETINS = `import { defineResource, field } from 'restwire';
+export default defineResource({
+  name: 'bulletins',
+  fields: { text: field.string({ maxLength: 200 }) },
+  access: { read: '*' },
+});
+`;
+const BIN = new URL('../bin/restwire.js', import.meta.url).pathname;
+
+/** Runs the CLI as an operator would (password on stdin); fails the test unless it exits 0. */
+async function cliOk(database: TestDatabase, args: string[], stdin: string): Promise<void> {
+  const child = spawn(process.execPath, [BIN, ...args], { env: { PATH: process.env.PATH ?? '', ...database.env }, stdio: ['pipe', 'pipe', 'pipe'] });
+  let output = '';
+  child.stdout.on('data', (c: Buffer) => (output += c.toString()));
+  child.stderr.on('data', (c: Buffer) => (output += c.toString()));
+  child.stdin.end(stdin);
+  const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
+  expect(code, output).toBe(0);
+}
+
 const alice = basic('alice', 'alice-password-1');
 const bob = basic('bob', 'bob-password-1');
+const carol = basic('carol', 'carol-password-1');
 
 describe.each(BACKENDS)('access rules on records on %s', (backend) => {
   let database: TestDatabase;
@@ -89,7 +112,7 @@ describe.each(BACKENDS)('access rules on records on %s', (backend) => {
 
   beforeAll(async () => {
     database = await createTestDatabase(backend);
-    project = createProject(database, { 'notes.ts': NOTES, 'posts.ts': POSTS, 'comments.ts': COMMENTS });
+    project = createProject(database, { 'notes.ts': NOTES, 'posts.ts': POSTS, 'comments.ts': COMMENTS, 'bulletins.ts': BULLETINS });
     await runOk(project, ['makemigrations']);
     await runOk(project, ['migrate']);
     server = await project.start();
@@ -251,5 +274,106 @@ describe.each(BACKENDS)('access rules on records on %s', (backend) => {
     expect(created.status).toBe(201);
     expect((await send('PATCH', created.body!.url, alice, { text: 'not yours' })).status).toBe(403);
     expect((await send('PATCH', created.body!.url, adminAuth, { text: 'edited' })).status).toBe(200);
+  });
+  // The tests below run after those above: 'b5 public' has been deleted by then.
+  const allNotes = ['a1 private', 'a2 public', 'a3 team', 'b1 private', 'b2 public', 'b3 public led by alice', 'b4 private led by alice'];
+
+  it('lets the admin list every note, others’ private ones included, in full pages', async () => {
+    const ofAdmin = await walk('/api/v1/notes/', adminAuth, 3);
+    expect(ofAdmin.bodies).toEqual(allNotes);
+    expect(ofAdmin.pages).toEqual([3, 3, 1]);
+  });
+
+  it('lets the admin retrieve, change and delete another user’s private note', async () => {
+    const hidden = await note(bob, 'b6 private');
+    expect((await get(hidden.url, alice)).status).toBe(404);
+    const read = await get(hidden.url, adminAuth);
+    expect(read.status).toBe(200);
+    expect(read.body).toMatchObject({ body: 'b6 private', visibility: 'private' });
+    const patched = await send('PATCH', hidden.url, adminAuth, { body: 'b6 private, edited by the admin' });
+    expect(patched.status, patched.text).toBe(200);
+    expect((await get(hidden.url, bob)).body).toMatchObject({ body: 'b6 private, edited by the admin', visibility: 'private' });
+    const put = await send('PUT', hidden.url, adminAuth, { body: 'b6 private', visibility: 'private', team_lead: null });
+    expect(put.status, put.text).toBe(200);
+    expect((await send('DELETE', hidden.url, adminAuth)).status).toBe(204);
+    expect((await get(hidden.url, bob)).status).toBe(404);
+  });
+
+  it('lets the admin create a published post and publish another’s draft, which the rules refuse everyone else', async () => {
+    const published = await send('POST', '/api/v1/posts/', adminAuth, { title: 'announcement', status: 'published' });
+    expect(published.status, published.text).toBe(201);
+    expect(published.body).toMatchObject({ status: 'published' });
+    expect((await get(published.body!.url, alice)).body).toMatchObject({ title: 'announcement', status: 'published' });
+    const draft = await send('POST', '/api/v1/posts/', alice, { title: 'for review' });
+    expect(draft.status).toBe(201);
+    expect((await get(draft.body!.url, bob)).status).toBe(404);
+    const publish = await send('PATCH', draft.body!.url, adminAuth, { status: 'published' });
+    expect(publish.status, publish.text).toBe(200);
+    expect((await get(draft.body!.url, bob)).body).toMatchObject({ title: 'for review', status: 'published' });
+  });
+
+  it('describes an admins-only action on OPTIONS to the admin only, and lets only the admin take it', async () => {
+    expect((await send('OPTIONS', '/api/v1/bulletins/', alice)).body!.actions).toBeUndefined();
+    expect(Object.keys((await send('OPTIONS', '/api/v1/bulletins/', adminAuth)).body!.actions)).toEqual(['POST']);
+    expect((await send('POST', '/api/v1/bulletins/', alice, { text: 'hi' })).status).toBe(403);
+    const created = await send('POST', '/api/v1/bulletins/', adminAuth, { text: 'maintenance tonight' });
+    expect(created.status, created.text).toBe(201);
+    expect((await send('OPTIONS', created.body!.url, alice)).body!.actions).toBeUndefined();
+    expect(Object.keys((await send('OPTIONS', created.body!.url, adminAuth)).body!.actions)).toEqual(['PUT']);
+    expect((await send('PATCH', created.body!.url, alice, { text: 'no' })).status).toBe(403);
+    expect((await send('PATCH', created.body!.url, adminAuth, { text: 'maintenance tomorrow' })).status).toBe(200);
+    expect((await get(created.body!.url, null)).body).toMatchObject({ text: 'maintenance tomorrow' });
+  });
+
+  it('lets the admin reference a record others may not read', async () => {
+    const created = await send('POST', '/api/v1/comments/', adminAuth, { note: ids['b1 private']!.url, text: 'seen by the admin' });
+    expect(created.status, created.text).toBe(201);
+    expect(created.body!.note).toBe(ids['b1 private']!.url);
+  });
+
+  it('shows team notes to staff (role from the CLI or an admin’s PATCH), and hides them at once when the role goes', async () => {
+    const team = ids['a3 team']!.url as string;
+    const everyone = ['a2 public', 'b2 public', 'b3 public led by alice'];
+    await cliOk(database, ['createuser', 'carol', '--password-stdin', '--role', 'staff'], 'carol-password-1\n');
+    expect((await walk('/api/v1/notes/', carol, 2)).bodies).toEqual(['a2 public', 'a3 team', ...everyone.slice(1)]);
+    expect((await get(team, carol)).status).toBe(200);
+
+    const bobId = (await get('/api/v1/users/me/', bob)).body!.id as number;
+    expect((await get(team, bob)).status).toBe(404);
+    const given = await send('PATCH', `/api/v1/users/${bobId}/`, adminAuth, { roles: ['staff'] });
+    expect(given.status, given.text).toBe(200);
+    expect((await walk('/api/v1/notes/', bob, 3)).bodies).toEqual(['a2 public', 'a3 team', 'b1 private', 'b2 public', 'b3 public led by alice', 'b4 private led by alice']);
+    expect((await get(team, bob)).status).toBe(200);
+    const taken = await send('PATCH', `/api/v1/users/${bobId}/`, adminAuth, { roles: [] });
+    expect(taken.status, taken.text).toBe(200);
+    expect((await walk('/api/v1/notes/', bob, 3)).bodies).not.toContain('a3 team');
+    expect((await get(team, bob)).status).toBe(404);
+    expect((await send('PATCH', team, bob, { body: 'gone' })).status).toBe(404);
+
+    const carolId = (await get('/api/v1/users/me/', carol)).body!.id as number;
+    expect((await send('PATCH', `/api/v1/users/${carolId}/`, adminAuth, { roles: [] })).status).toBe(200);
+    expect((await walk('/api/v1/notes/', carol, 2)).bodies).toEqual(everyone);
+    expect((await get(team, carol)).status).toBe(404);
+  });
+
+  it('lets an API key read exactly what its user may: a user’s key their notes, the admin’s key every note', async () => {
+    const keyOf = async (auth: string) => {
+      const created = await send('POST', '/api/v1/keys/', auth, { name: 'reader', scopes: ['notes:read'] });
+      expect(created.status, created.text).toBe(201);
+      return `Bearer ${created.body!.key as string}`;
+    };
+    for (const [auth, limit] of [[alice, 2], [bob, 3]] as const) {
+      const byKey = await walk('/api/v1/notes/', await keyOf(auth), limit);
+      const byUser = await walk('/api/v1/notes/', auth, limit);
+      expect(byKey).toEqual(byUser);
+      expect(byKey.bodies).not.toEqual(allNotes);
+    }
+    const adminKey = await keyOf(adminAuth);
+    const ofAdminKey = await walk('/api/v1/notes/', adminKey, 3);
+    expect(ofAdminKey.bodies).toEqual(allNotes);
+    expect(ofAdminKey.pages).toEqual([3, 3, 1]);
+    expect((await get(ids['b1 private']!.url, adminKey)).status).toBe(200);
+    // Read scope only: the key may not write, the admin's included.
+    expect((await send('PATCH', ids['b1 private']!.url, adminKey, { body: 'no' })).status).toBe(403);
   });
 });
