@@ -129,9 +129,12 @@ describe.each(BACKENDS)('redeliveries on %s (issue 22)', (backend) => {
     const firstBodies = new Map(flaky.received.filter((r) => r.headers['x-service-event'] === 'experience').map((r) => [guidOf(r), r.body]));
 
     flaky.respondWith(() => 204);
-    const seen = flaky.received.length;
+    // The ping failed too and may be retried at any moment: count the experience events only.
+    const experienceEvents = <T extends { headers: Record<string, unknown> }>(list: readonly T[]) =>
+      list.filter((request) => request.headers['x-service-event'] === 'experience');
+    const seen = experienceEvents(flaky.received).length;
     expect((await api(server, 'POST', `/api/v1/webhooks/${hookId}/deliveries/replays/`, { since })).body).toEqual({ redelivered: 2, remaining: 0 });
-    const resent = await flaky.waitFor((list) => list.length >= seen + 2, 30_000);
+    const resent = experienceEvents(await flaky.waitFor((list) => experienceEvents(list).length >= seen + 2, 30_000));
     for (const request of resent.slice(seen)) expect(request.body).toBe(firstBodies.get(guidOf(request)));
     // Replaying what was delivered, again and again, adds log entries, not payloads.
     await eventually(async () => (await count(database, `webhook_id = ${hookId} and redelivery = 1 and status = 'delivered'`)) === 2);
@@ -139,8 +142,8 @@ describe.each(BACKENDS)('redeliveries on %s (issue 22)', (backend) => {
       expect((await api(server, 'POST', `/api/v1/webhooks/${hookId}/deliveries/replays/`, { since, status: 'delivered' })).body).toEqual({ redelivered: 2, remaining: 0 });
       await eventually(async () => (await count(database, `webhook_id = ${hookId} and redelivery = 1 and status = 'delivered'`)) === 2 * round);
     }
-    expect(flaky.received.length).toBe(seen + 8);
-    for (const request of flaky.received.slice(seen)) expect(request.body).toBe(firstBodies.get(guidOf(request)));
+    expect(experienceEvents(flaky.received).length).toBe(seen + 8);
+    for (const request of experienceEvents(flaky.received).slice(seen)) expect(request.body).toBe(firstBodies.get(guidOf(request)));
     expect(await count(database, `webhook_id = ${hookId} and redelivery = 1 and length(payload) > 0`)).toBe(0);
 
     // Retention: an original past its time stays while a redelivery refers to it; an unrelated
