@@ -1,5 +1,5 @@
-// The seed's guidance example (SEED.md §2): a resume whose `education` is a list of references
-// to education records, written and shown as paths (SEED.md §1 rule 7).
+// Resumes listing the education records of each (see education.ts), written and shown as
+// paths: a `references` field, stored in a join table.
 import { defineResource, field, permission } from 'restwire';
 
 export default defineResource({
