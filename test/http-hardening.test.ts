@@ -86,6 +86,21 @@ describe('HTTP hardening', () => {
     }
   });
 
+  it('sends a browser (or anyone) opening / to the API root; other methods on / stay a 404', async () => {
+    for (const accept of ['text/html,application/xhtml+xml;q=0.9,*/*;q=0.8', 'application/json']) {
+      const response = await api('/', { headers: { accept } });
+      expect(response.status, accept).toBe(302);
+      expect(response.headers.get('location')).toBe('/api/v1/');
+    }
+    const landed = await fetch(`${server.url}/`, { headers: { accept: 'text/html' } });
+    expect(landed.status).toBe(200);
+    expect(landed.url).toBe(`${server.url}/api/v1/`);
+    expect(landed.headers.get('content-type')).toMatch(/^text\/html/);
+    const posted = await api('/', { method: 'POST' });
+    expect(posted.status).toBe(404);
+    expect(posted.headers.get('content-type')).toMatch(PROBLEM);
+  });
+
   it('refuses a JSON lone surrogate with a 400 instead of storing U+FFFD', async () => {
     const response = await api('/api/v1/experiences/', {
       method: 'POST',

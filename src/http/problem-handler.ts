@@ -98,6 +98,12 @@ export function createProblemHandler(outage: DatabaseOutage) {
 /** Unknown paths: 308 to the trailing-slash form under /api/v1 (API.md §6), else a 404 problem. */
 export function notFoundHandler(request: FastifyRequest, reply: FastifyReply): void {
   const [path] = requestPath(request.url);
+  if (path === '/' && (request.method === 'GET' || request.method === 'HEAD')) {
+    // Nothing lives at the root: a browser (or `curl -L`) opening the bare host lands on the API
+    // root instead of a 404 (issue 19). 302, not 308: the root may serve a page of its own one day.
+    reply.redirect(API_PREFIX, 302);
+    return;
+  }
   if ((path === '/api/v1' || path.startsWith(API_PREFIX)) && !path.endsWith('/')) {
     // The Location keeps the path as sent, percent-encoded: decoded, `/api/v1/users/%00` put a
     // NUL in a header and answered 500 (found by the hostile-input drill).
