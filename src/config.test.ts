@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_RETRY_SCHEDULE, parseRetrySchedule } from './config.js';
+import { DEFAULT_RETRY_SCHEDULE, ENVIRONMENT, loadConfig, parseRetrySchedule } from './config.js';
 
 describe('parseRetrySchedule', () => {
   it('parses the default schedule text into DEFAULT_RETRY_SCHEDULE', () => {
@@ -27,5 +27,26 @@ describe('parseRetrySchedule', () => {
 
   it('returns a frozen list', () => {
     expect(Object.isFrozen(parseRetrySchedule('1,2'))).toBe(true);
+  });
+});
+
+describe('loadConfig', () => {
+  it('reads only the variables --help names (ENVIRONMENT), and every one of them', () => {
+    const read = new Set<string>();
+    const env = new Proxy({} as NodeJS.ProcessEnv, {
+      get: (_target, name) => {
+        if (typeof name === 'string') read.add(name);
+        return undefined;
+      },
+    });
+    loadConfig(env);
+    const named = ENVIRONMENT.flatMap(([names]) => names.split(', '));
+    expect([...read].sort()).toEqual([...named].sort());
+  });
+
+  it('lets --host and --port win over HOST and PORT, and derives PUBLIC_URL from them', () => {
+    const config = loadConfig({ HOST: '127.0.0.1', PORT: '8000' }, { host: '0.0.0.0', port: 9090 });
+    expect(config).toMatchObject({ host: '0.0.0.0', port: 9090, publicUrl: 'http://0.0.0.0:9090' });
+    expect(loadConfig({ HOST: '::1', PORT: '8001' })).toMatchObject({ host: '::1', port: 8001, publicUrl: 'http://[::1]:8001' });
   });
 });

@@ -82,6 +82,41 @@ export interface FolderOptions {
   readonly migrations?: string;
 }
 
+/** What `serve --host/--port` may name, winning over HOST and PORT (as Django's `runserver ADDR:PORT`). */
+export interface ListenOptions {
+  readonly host?: string;
+  readonly port?: number;
+}
+
+/**
+ * Every variable loadConfig reads, with what it sets, for `restwire --help`. A test keeps this
+ * list and loadConfig in step.
+ */
+export const ENVIRONMENT: ReadonlyArray<readonly [name: string, meaning: string]> = Object.freeze([
+  ['HOST, PORT', 'where serve listens (default 127.0.0.1, 8000; --host/--port win)'],
+  ['PUBLIC_URL', 'the URL clients reach the server at, for absolute URLs and cookies (default http://HOST:PORT)'],
+  ['DATA_DIR', 'folder of the SQLite file restwire.sqlite3 (default ./data)'],
+  ['DATABASE_URL', 'postgres://… to use PostgreSQL instead of SQLite'],
+  ['REDIS_URL, REDIS_KEY_PREFIX', 'share rate limits across processes in Redis (prefix default restwire)'],
+  ['SECRET_KEY', 'signs tokens and cursors, encrypts webhook secrets (≥ 32 characters; default generated and stored)'],
+  ['ADMIN_USERNAME, ADMIN_PASSWORD', 'the first user (default admin and a printed random password)'],
+  ['ALLOW_SIGNUP', 'POST /api/v1/users/ creates accounts (default false)'],
+  ['ACCESS_TOKEN_SECONDS, REFRESH_TOKEN_SECONDS', 'token lifetimes (default 900, 1209600)'],
+  ['SESSION_IDLE_SECONDS, SESSION_ABSOLUTE_SECONDS', 'session lifetimes (default 7200, 1209600)'],
+  ['RATE_LIMIT_ANON, RATE_LIMIT_USER', 'N/second|minute|hour|day (default 60/hour, 5000/hour)'],
+  ['TRUST_PROXY', 'believe X-Forwarded-For and X-Forwarded-Proto (default false)'],
+  ['CORS_ORIGINS', 'comma-separated origins allowed by CORS, or *'],
+  ['LOG_LEVEL', 'trace, debug, info, warn, error or fatal (default info)'],
+  ['WEBHOOK_ALLOW_PRIVATE', 'allow webhook targets on loopback and private networks (default false)'],
+  ['WEBHOOK_RETRY_SCHEDULE', 'seconds between delivery retries (default 10,60,300,…,86400)'],
+  ['WEBHOOK_TIMEOUT_SECONDS', 'time allowed for one delivery attempt (default 10)'],
+  ['DELIVERY_RETENTION_DAYS, DELIVERY_PRUNE_INTERVAL_SECONDS', 'how long the delivery log keeps finished deliveries, how often it prunes (default 30, 300)'],
+  ['DISPATCHER_IN_SERVE', 'deliver webhooks inside serve (default true; false when running worker)'],
+  ['REQUEST_TIMEOUT_SECONDS', 'time a client has to send a whole request (default 30)'],
+  ['DRAIN_TIMEOUT_SECONDS', 'on SIGTERM, how long in-flight requests may finish (default 10)'],
+  ['RESOURCES_DIR, MIGRATIONS_DIR', 'your declarations and migrations (default ./resources, ./migrations; --resources/--migrations win)'],
+]);
+
 /** Thrown when an environment variable has a value restwire cannot use; the message names it. */
 export class ConfigError extends Error {
   constructor(variable: string, problem: string) {
@@ -102,7 +137,7 @@ export function parseRate(variable: string, text: string): Rate {
 }
 
 /** Reads the environment once into a frozen Config, failing fast with a message that names the variable. */
-export function loadConfig(env: NodeJS.ProcessEnv = process.env, folders: FolderOptions = {}): Config {
+export function loadConfig(env: NodeJS.ProcessEnv = process.env, folders: FolderOptions & ListenOptions = {}): Config {
   const read = (name: string): string | undefined => {
     const value = env[name];
     return value === undefined || value === '' ? undefined : value;
@@ -124,8 +159,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, folders: Folder
     return n;
   };
 
-  const host = read('HOST') ?? '127.0.0.1';
-  const port = int('PORT', 8000, 0, 65_535);
+  const host = folders.host ?? read('HOST') ?? '127.0.0.1';
+  const port = folders.port ?? int('PORT', 8000, 0, 65_535);
   const publicUrl = (read('PUBLIC_URL') ?? `http://${host.includes(':') ? `[${host}]` : host}:${port}`).replace(/\/+$/, '');
   try {
     const url = new URL(publicUrl);

@@ -1,11 +1,24 @@
 import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { basic, createTestDatabase, startServer, type RunningServer, type TestDatabase } from './support/server.js';
 
 const BIN = new URL('../bin/restwire.js', import.meta.url).pathname;
+
+/** A port nothing listens on now (the system's choice, released at once). */
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = createServer();
+    probe.once('error', reject);
+    probe.listen(0, '127.0.0.1', () => {
+      const { port } = probe.address() as AddressInfo;
+      probe.close(() => resolve(port));
+    });
+  });
+}
 
 /** Runs the CLI as an operator would; resolves with its exit code and output. */
 function cli(database: TestDatabase, args: string[], stdin = '', cwd?: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
@@ -79,6 +92,37 @@ describe('the restwire CLI', () => {
     expect(result.stdout).toMatch(/^[\w-]+\.[\w-]+\.[\w-]+\n$/);
     expect((await me(`Bearer ${result.stdout.trim()}`)).status).toBe(200);
     expect((await cli(database, ['token', 'nobody'])).code).toBe(1);
+  });
+
+  it('serve --host/--port win over HOST and PORT (an address this machine does not have, a port it may not use)', async () => {
+    const port = await freePort();
+    const served = await startServer(database, {
+      env: { HOST: '203.0.113.7', PORT: '1', DISPATCHER_IN_SERVE: 'false' },
+      args: ['serve', '--host', '127.0.0.1', '--port', String(port)],
+    });
+    try {
+      expect(served.port).toBe(port);
+      expect((await fetch(`http://127.0.0.1:${port}/healthz`)).status).toBe(200);
+    } finally {
+      await served.stop();
+    }
+  });
+
+  it('serve --port refuses what is not a port, before opening anything', async () => {
+    const result = await cli(database, ['serve', '--port', '80a']);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toMatch(/--port.*expected a port from 1 to 65535/);
+  });
+
+  it('--help (and serve --help) name every environment variable and the serve options', async () => {
+    for (const args of [['--help'], ['serve', '--help']]) {
+      const result = await cli(database, args);
+      expect(result.code, args.join(' ')).toBe(0);
+      for (const variable of ['HOST, PORT', 'PUBLIC_URL', 'DATABASE_URL', 'REDIS_URL', 'SECRET_KEY', 'TRUST_PROXY', 'LOG_LEVEL', 'DISPATCHER_IN_SERVE']) {
+        expect(result.stdout, `${args.join(' ')}: ${variable}`).toMatch(new RegExp(`^  ${variable}[\\s,]`, 'm'));
+      }
+    }
+    expect((await cli(database, ['serve', '--help'])).stdout).toMatch(/--host <host>[\s\S]*--port <port>/);
   });
 
   it('refuses a bad configuration value, naming the variable', async () => {

@@ -1,6 +1,6 @@
 import { Command, InvalidArgumentError } from 'commander';
 import { UsernameTaken, passwordProblems, usernameProblems } from '../auth/users.js';
-import { ConfigError, loadConfig, type FolderOptions } from '../config.js';
+import { ConfigError, ENVIRONMENT, loadConfig, type FolderOptions, type ListenOptions } from '../config.js';
 import { openStorage } from '../db/database.js';
 import { migrateToLatest, pendingMigrations } from '../db/migrations.js';
 import { writeMigrationFile } from '../db/migration-files.js';
@@ -36,9 +36,17 @@ function fail(message: string): never {
   process.exit(1);
 }
 
+/** The environment variables, for the end of `--help`: configuration is read from them alone. */
+function environmentHelp(): string {
+  const column = 40; // a longer name gets its meaning on the next line, as commander does
+  const lines = ENVIRONMENT.map(([name, meaning]) => `  ${name.length > column ? `${name}\n  ${''.padEnd(column)}` : name.padEnd(column)}  ${meaning}`);
+  return `\nEnvironment (read once at start-up; a bad value stops with a message naming it):\n${lines.join('\n')}\n`;
+}
+
 const program = new Command('restwire')
   .description('Resource API server with signed, reliable webhook deliveries')
-  .version(VERSION);
+  .version(VERSION)
+  .addHelpText('after', environmentHelp);
 
 /** `--resources DIR` and `--migrations DIR`, after the subcommand (RESOURCES.md §7 "CLI"). */
 function withFolders(command: Command): Command {
@@ -70,8 +78,11 @@ program
 withFolders(program
   .command('serve')
   .description('serve the API (and deliver webhooks) on HOST:PORT')
+  .option('--host <host>', 'address to listen on, e.g. 0.0.0.0 for every interface (HOST; default 127.0.0.1)')
+  .option('--port <port>', 'port to listen on, 0 for any free one (PORT; default 8000)', parseListenPort)
   .option('--workers <n>', 'processes sharing the port (node:cluster); 0 means one per core', parseWorkers))
-  .action(async (options: { workers?: number } & FolderOptions) => {
+  .addHelpText('after', environmentHelp)
+  .action(async (options: { workers?: number } & FolderOptions & ListenOptions) => {
     const config = loadConfig(process.env, options);
     if (options.workers === undefined) await serve(config);
     else await serveCluster(config, options.workers === 0 ? availableParallelism() : options.workers);
@@ -80,6 +91,7 @@ withFolders(program
 withFolders(program
   .command('worker')
   .description('deliver webhooks only (run several on PostgreSQL; set DISPATCHER_IN_SERVE=false on serve to leave delivery to workers)'))
+  .addHelpText('after', environmentHelp)
   .action(async (options: FolderOptions) => {
     await worker(loadConfig(process.env, options));
   });
@@ -285,6 +297,11 @@ function parseWorkers(value: string): number {
   const workers = Number(value);
   if (!/^\d+$/.test(value) || workers > 64) throw new InvalidArgumentError('expected a number of processes from 0 to 64');
   return workers;
+}
+
+/** `serve --port`: as PORT, 0 lets the system choose. */
+function parseListenPort(value: string): number {
+  return value === '0' ? 0 : parsePort(value);
 }
 
 export function parsePort(value: string): number {
