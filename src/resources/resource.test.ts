@@ -23,7 +23,7 @@ describe('defineResource (RESOURCES.md §1)', () => {
     expect(() => defineResource(books({ fields: { title: (field as unknown as Record<string, () => never>).strnig!() } }))).toThrow(
       /field "title": unknown field type "field.strnig"/,
     );
-    expect(() => defineResource(books({ fields: { title: field.string({} as never) } }))).toThrow(/field "title": field.string: option maxLength/);
+    expect(() => defineResource(books({ fields: { title: field.string({} as never) } }))).toThrow(/field "title": field.string: option maxLength is required/);
   });
 
   it('refuses an ordering, filter, search or related list named like an Object method (issue 22)', () => {

@@ -189,6 +189,8 @@ export function parseField(field: Field, value: unknown, context: ParseContext):
 /** Checks a declared length option (maxLength, maxBytes, …): a whole number ≥ 0; throws if not. */
 export function checkLength(name: string, value: unknown, required: boolean): void {
   if (value === undefined && !required) return;
+  // Not "must be a whole number" for an option the declaration never gave (issue 19).
+  if (value === undefined) throw new TypeError(`option ${name} is required (a whole number ≥ 0)`);
   if (!Number.isSafeInteger(value) || (value as number) < 0) throw new TypeError(`option ${name} must be a whole number ≥ 0`);
 }
 

@@ -29,6 +29,17 @@ describe('field types (RESOURCES.md §2)', () => {
     expect(check(field.text({ maxLength: 20 }), ' a\n\tb ')).toBe('a\n\tb');
   });
 
+  it('text: maxLength is optional (65,535 characters), as Django TextField needs none; string still needs one', () => {
+    for (const body of [field.text(), field.text({ required: false })]) {
+      expect(check(body, 'x'.repeat(65_535))).toBe('x'.repeat(65_535));
+      expect(check(body, 'x'.repeat(65_536))).toEqual({ errors: ['Ensure this field has no more than 65535 characters.'] });
+      expect(body.metadata()).toMatchObject({ max_length: 65_535 });
+    }
+    const invalid = (declared: Field) => (declared as unknown as { invalid?: string }).invalid;
+    expect(invalid(field.string({} as never))).toBe('field.string: option maxLength is required (a whole number ≥ 0)');
+    expect(invalid(field.text({ maxLength: -1 }))).toBe('field.text: option maxLength must be a whole number ≥ 0');
+  });
+
   it('email, url (http and https only), choice, json', () => {
     expect(check(field.email(), 'a@example.com')).toBe('a@example.com');
     expect(check(field.email(), 'nope')).toEqual({ errors: ['Enter a valid email address.'] });

@@ -31,9 +31,16 @@ interface StringOptions extends CommonOptions<string> {
 }
 
 interface TextOptions extends CommonOptions<string> {
-  maxLength: number;
+  /** At most this many characters (code points); default TEXT_MAX_LENGTH. */
+  maxLength?: number;
   minLength?: number;
 }
+
+/**
+ * `text`'s length when the declaration gives none: as Django's TextField, prose needs no limit
+ * of its own (issue 19), but every value is bounded so one field cannot take a whole 1 MiB body.
+ */
+export const TEXT_MAX_LENGTH = 65_535;
 
 function stringSpec(
   type: FieldType,
@@ -80,12 +87,13 @@ export function string(options: StringOptions): Field {
   });
 }
 
-/** Multi-line text, trimmed; newline, carriage return and tab allowed. */
-export function text(options: TextOptions): Field {
-  checkLength('maxLength', options?.maxLength, true);
+/** Multi-line text, trimmed; newline, carriage return and tab allowed; `maxLength` optional. */
+export function text(options: TextOptions = {}): Field {
+  checkLength('maxLength', options.maxLength, false);
   checkLength('minLength', options.minLength, false);
+  const maxLength = options.maxLength ?? TEXT_MAX_LENGTH;
   return makeField(options as TextOptions & Record<string, unknown>, {
-    ...stringSpec('text', { ...options, multiline: true }),
+    ...stringSpec('text', { ...options, maxLength, multiline: true }),
     own: ['maxLength', 'minLength'],
     metadataType: 'string',
   });
