@@ -9,6 +9,7 @@ import type { Storage } from './db/database.js';
 import { DatabaseOutage } from './db/outage.js';
 import { registerBrowsableAssets } from './http/browsable/assets.js';
 import { loginView } from './http/browsable/login-view.js';
+import { logSetup } from './http/logging.js';
 import { createMetrics, type Metrics } from './http/metrics.js';
 import { buildOpenApi } from './resources/openapi/document.js';
 import { registerOperations } from './http/operations.js';
@@ -61,9 +62,6 @@ export interface AppOptions {
   readonly registry?: Registry;
 }
 
-/** Which headers carry secrets: never logged (API.md §3 fine print; issue #3). */
-const REDACTED = ['req.headers.authorization', 'req.headers.cookie', 'req.headers["x-csrftoken"]'];
-
 const INFO_OR_FINER = new Set(['trace', 'debug', 'info']);
 
 /** Whether LOG_LEVEL lets info lines through: Fastify's request logs and its "listening" line. */
@@ -77,8 +75,10 @@ function isPreflight(request: FastifyRequest): boolean {
 
 /** Assembles the HTTP server: pipeline, resources, operations. Does not listen. */
 export async function buildApp(config: Config, storage: Storage, options: AppOptions = {}): Promise<App> {
+  const logging = await logSetup(config);
   const server = Fastify({
-    logger: { level: config.logLevel, redact: REDACTED },
+    logger: logging.options,
+    ...(logging.logController ? { logController: logging.logController } : {}),
     genReqId: () => randomUUID(),
     // A child logger per request cost more than the rest of Fastify's work on a small request
     // (issue #6). Request logs are at info, so below that level every request shares the

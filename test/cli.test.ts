@@ -4,9 +4,17 @@ import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { basic, createTestDatabase, startServer, type RunningServer, type TestDatabase } from './support/server.js';
+import { ADMIN, adminAuth, basic, createTestDatabase, startServer, type RunningServer, type TestDatabase } from './support/server.js';
 
 const BIN = new URL('../bin/restwire.js', import.meta.url).pathname;
+
+/** Resolves once `condition` holds, checking every 50 ms for at most 10 s. */
+async function until(condition: () => boolean): Promise<void> {
+  for (const deadline = Date.now() + 10_000; !condition(); ) {
+    if (Date.now() > deadline) throw new Error('condition not met within 10 s');
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
 
 /** A port nothing listens on now (the system's choice, released at once). */
 function freePort(): Promise<number> {
@@ -123,6 +131,31 @@ describe('the restwire CLI', () => {
       }
     }
     expect((await cli(database, ['serve', '--help'])).stdout).toMatch(/--host <host>[\s\S]*--port <port>/);
+  });
+
+  it('logs one readable line per request on a terminal (JSON otherwise), never a password', async () => {
+    // `script` gives serve a pseudo-terminal for stdout, as a user running it by hand has.
+    const command = `${JSON.stringify(process.execPath)} ${JSON.stringify(BIN)} serve`;
+    const served = await startServer(database, {
+      env: { DISPATCHER_IN_SERVE: 'false', TERM: 'dumb' },
+      args: [],
+      command: ['script', ['-qec', command, '/dev/null']],
+      ready: /Server listening at (http:\/\/127\.0\.0\.1:\d+)/,
+    });
+    try {
+      expect((await fetch(`${served.url}/api/v1/users/me/`, { headers: { authorization: adminAuth } })).status).toBe(200);
+      const plain = () => served.output().replace(/\x1b\[[0-9;]*m/g, '');
+      await until(() => /GET \/api\/v1\/users\/me\/ 200 [\d.]+ ms/.test(plain()));
+      expect(plain()).toMatch(/^\[\d\d:\d\d:\d\d\.\d{3}\] INFO: GET \/api\/v1\/users\/me\/ 200 [\d.]+ ms\r?$/m);
+      expect(plain()).not.toMatch(new RegExp(`"level":|incoming request|${ADMIN.password}|Basic `));
+    } finally {
+      await served.stop();
+    }
+    // Not a terminal (every other test): JSON lines, as a log collector wants.
+    expect((await fetch(`${server.url}/api/v1/users/me/`, { headers: { authorization: adminAuth } })).status).toBe(200);
+    await until(() => server.output().includes('request completed'));
+    expect(server.output()).not.toContain(ADMIN.password);
+    expect(server.output()).toMatch(/^\{"level":30,"time":\d+,.*"msg":"request completed"\}$/m);
   });
 
   it('refuses a bad configuration value, naming the variable', async () => {

@@ -1,5 +1,4 @@
 import cluster, { type Worker } from 'node:cluster';
-import pino from 'pino';
 import { RateLimiterCluster, RateLimiterClusterMaster } from 'rate-limiter-flexible';
 import { loadKeys } from '../auth/keys.js';
 import { UserStore } from '../auth/users.js';
@@ -10,6 +9,7 @@ import { ensureFirstUser } from './first-user.js';
 import { openProject } from './project.js';
 import { serve } from './serve.js';
 import { onShutdownSignal } from './shutdown.js';
+import { createLogger } from '../http/logging.js';
 
 /**
  * `restwire serve --workers N` (node:cluster): N processes share the port so the API uses every
@@ -26,7 +26,7 @@ export async function serveCluster(config: Config, workers: number): Promise<voi
 }
 
 async function runPrimary(config: Config, workers: number): Promise<void> {
-  const log = pino({ level: config.logLevel });
+  const log = await createLogger(config);
   const { storage } = await openProject(config);
   const keys = await loadKeys(storage.db, config.secretKey);
   const notice = await ensureFirstUser(new UserStore(storage.db), config);

@@ -75,11 +75,14 @@ export interface StartOptions {
   readonly ready?: RegExp;
   /** The working directory (a user's project folder); default: this process's. */
   readonly cwd?: string;
+  /** Runs this program and arguments instead of `node bin/restwire.js` + `args` (e.g. under `script`). */
+  readonly command?: readonly [string, readonly string[]];
 }
 
 /** Spawns `restwire serve` (or `args`) on a free port and waits until it listens. */
 export async function startServer(database: TestDatabase, options: StartOptions = {}): Promise<RunningServer> {
-  const child = spawn(process.execPath, [BIN, ...(options.args ?? ['serve'])], {
+  const [program, args] = options.command ?? [process.execPath, [BIN, ...(options.args ?? ['serve'])]];
+  const child = spawn(program, args, {
     env: {
       PATH: process.env.PATH ?? '',
       HOST: '127.0.0.1',
