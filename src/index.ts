@@ -20,7 +20,7 @@ export { defineResource, LOOKUPS, type ActionName, type Lookup, type RelatedList
 export type { FieldType, OnDelete } from './db/schema-state.js';
 export type { CommonOptions, Field } from './resources/fields/field.js';
 export { field } from './resources/fields/index.js';
-/** The seed's `experiences`, for a resources folder that wants to keep serving it: `export { experiences as default } from 'restwire'`. */
+/** The built-in `experiences` collection, for a resources folder that wants to keep serving it: `export { experiences as default } from 'restwire'`. */
 export { experiences } from './resources/experiences.js';
 export type { Permission, PermissionContext, OwnedRecord } from './http/caller.js';
 

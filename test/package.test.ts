@@ -108,6 +108,10 @@ describe('the npm package', () => {
   it('type-checks declarations against the installed types: a misspelt field type fails, the right one passes', async () => {
     const tsc = () => run(TSC, ['--strict', '--noEmit', '-p', '.'], app);
     expect((await tsc()).output).toBe('');
+    // Every installed .d.ts checked too: restwire's public types need nothing the user did not get
+    // with it (they refer to Node's types, a dependency of restwire, not of the user's project).
+    expect((await run(TSC, ['--strict', '--noEmit', '--skipLibCheck', 'false', '-p', '.'], app)).output).toBe('');
+    expect(readdirSync(join(app, 'node_modules/@types'))).toContain('node');
     writeFileSync(
       join(app, 'resources/tags.ts'),
       "import { defineResource, field } from 'restwire';\nexport default defineResource({ name: 'tags', fields: { label: field.strnig({ maxLength: 50 }) } });\n",
