@@ -229,7 +229,7 @@ program
 
 program
   .command('roles')
-  .description("print a user's roles, one a line; or change them with --add and --remove (ACCESS.md §1)")
+  .description("print a user's roles, one a line; or change them with --add and --remove")
   .argument('<name>', 'user name')
   .option('--add <role>', 'give the user this role (repeat for several)', collectRole, [])
   .option('--remove <role>', 'take this role from the user (repeat for several)', collectRole, [])
