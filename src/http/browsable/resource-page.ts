@@ -72,7 +72,7 @@ const lowerFirst = (text: string) => text.charAt(0).toLowerCase() + text.slice(1
 /** The forms a collection or record page offers this caller, or a note saying why there are none. */
 function forms(body: unknown, context: RenderContext, collectionPath: string): string {
   const { view, user, allow } = context;
-  const fields = writableFields(view);
+  const fields = writableFields(view, user);
   const name = lowerFirst(singular(view.name));
   const isRecord = !isPage(body) && typeof body === 'object' && body !== null && 'url' in body;
   if (!isRecord) {
