@@ -145,11 +145,13 @@ describe.each(BACKENDS)('field rules on %s', (backend) => {
     expect(ofAlice.body!.actions.POST.title.read_only).toBe(false);
     const ofErin = await send('OPTIONS', `/api/v1/resumes/${aliceCv.id}/`, erin);
     expect(ofErin.body!.actions.PUT.status.read_only).toBe(false);
-    const aliceForm = await get(`/api/v1/resumes/${aliceCv.id}/`, alice, { accept: 'text/html' });
-    expect(aliceForm.text).toContain('name="title"');
-    expect(aliceForm.text).not.toContain('name="status"');
-    const erinForm = await get('/api/v1/resumes/', erin, { accept: 'text/html' });
-    expect(erinForm.text).toContain('name="status"');
+    const aliceEdit = await get(`/api/v1/resumes/${aliceCv.id}/`, alice, { accept: 'text/html' });
+    expect(aliceEdit.text).toContain('id="edit-title"');
+    expect(aliceEdit.text).not.toContain('id="edit-status"');
+    expect((await get('/api/v1/resumes/', alice, { accept: 'text/html' })).text).not.toContain('id="create-status"');
+    const erinCreate = await get('/api/v1/resumes/', erin, { accept: 'text/html' });
+    expect(erinCreate.text).toContain('id="create-title"');
+    expect(erinCreate.text).toContain('id="create-status"');
   });
 
   it('ignores a field the caller may not write; an editor writes it', async () => {
