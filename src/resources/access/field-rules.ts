@@ -62,7 +62,8 @@ async function judge(executor: DynamicDb, resource: Resource, conditions: Readon
 /**
  * Which restricted fields each record hides from `user` (null: anonymous), as `executor` sees
  * the records now: record id → the field names; a record that hides nothing is left out, and
- * one that no longer exists hides every restricted field. Given rows read with
+ * one that no longer exists hides every restricted field (judge a record about to be deleted
+ * before its delete, in the same transaction). Given rows read with
  * `selectFieldReads`, no query is run; else one for all of them. Admins, and fields whose rule
  * is `*`, hide nothing and cost nothing.
  */
