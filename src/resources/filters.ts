@@ -11,6 +11,12 @@ import type { Resource } from './resource.js';
 
 export { containsCondition, MAX_FILTER_VALUES } from './lookups.js';
 
+/**
+ * What a filter term on `field` becomes for one caller: the term, ANDed with the field's read
+ * rule where it has one (ACCESS.md §3, access/field-rules.ts `fieldReadGuard`).
+ */
+export type FieldGuard = (field: string, condition: Condition) => Condition;
+
 /** One query parameter a list accepts. */
 export interface QueryFilter {
   readonly param: string;
@@ -19,8 +25,8 @@ export interface QueryFilter {
   readonly schema: Record<string, unknown>;
   /** Its value is a comma-separated list (`__in`): each item counts against MAX_FILTER_VALUES. */
   readonly list?: true;
-  /** The condition for a value, or the message for a bad one. */
-  read: LookupReader;
+  /** The condition for a value, or the message for a bad one; `guard` narrows each field's term for a caller. */
+  read(text: string, guard?: FieldGuard): ReturnType<LookupReader>;
 }
 
 /**
@@ -52,12 +58,16 @@ export function buildFilters(resource: Resource, context: ParseContext): QueryFi
     const label = field === null ? 'owner (a user id)' : field.type === 'reference' || field.type === 'references' ? `${name} (an id or a path)` : name;
     const baseSchema = field === null ? { type: 'integer', minimum: 1 } : field.type === 'reference' || field.type === 'references' ? { type: 'string' } : stripMeta(field.schema());
     for (const lookup of lookups) {
+      const read = lookupReader({ table: resource.table, name, field }, lookup, context);
       filters.push({
         param: lookup === 'exact' ? name : `${name}__${lookup}`,
         description: `Only records whose ${label} is ${DESCRIBE[lookup]} this value.`,
         ...(lookup === 'in' ? { list: true as const } : {}),
         schema: lookup === 'isnull' ? { type: 'boolean' } : lookup === 'in' || lookup === 'contains' || lookup === 'icontains' ? { type: 'string' } : baseSchema,
-        read: lookupReader({ table: resource.table, name, field }, lookup, context),
+        read: (text, guard) => {
+          const found = read(text);
+          return guard && 'condition' in found ? { condition: guard(name, found.condition) } : found;
+        },
       });
     }
   }
@@ -67,14 +77,17 @@ export function buildFilters(resource: Resource, context: ParseContext): QueryFi
       param: 'search',
       description: `Only records whose ${columns.join(' or ')} contains this text, ignoring case.`,
       schema: { type: 'string' },
-      read: (text) => ({ condition: (eb) => eb.or(columns.map((column) => containsCondition(column, text)(eb))) }),
+      // Each field is searched where the caller may read it (ACCESS.md §3).
+      read: (text, guard = (_field, condition) => condition) => ({
+        condition: (eb) => eb.or(columns.map((column) => guard(column, containsCondition(column, text))(eb))),
+      }),
     });
   }
   return filters;
 }
 
 /**
- * Reads a list's filter parameters: a condition for each known one, or its message (the list's
+ * Reads a list's filter parameters (for a caller, with their `guard`): a condition for each known one, or its message (the list's
  * 400 names the parameter; a filter over MAX_FILTER_TERMS or MAX_FILTER_VALUES is a
  * `non_field_errors` message).
  * Parameters no filter knows are the caller's: a list ignores them (as DRF does); a webhook's
@@ -83,6 +96,7 @@ export function buildFilters(resource: Resource, context: ParseContext): QueryFi
 export function readFilterParams(
   filters: ReadonlyMap<string, QueryFilter>,
   params: Iterable<readonly [string, string]>,
+  guard?: FieldGuard,
 ): { conditions: Condition[]; errors: FieldErrors } {
   const known = [...params].filter(([param]) => filters.has(param));
   if (known.length > MAX_FILTER_TERMS) {
@@ -102,7 +116,7 @@ export function readFilterParams(
       errors[param] = ['Must not contain a NUL character.'];
       continue;
     }
-    const read = filter.read(value);
+    const read = filter.read(value, guard);
     if ('error' in read) errors[param] = [read.error];
     else conditions.push(read.condition);
   }

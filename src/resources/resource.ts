@@ -17,7 +17,7 @@ import { FIELD_TYPES } from '../db/schema-state.js';
 import { isField, isInvalidField, optionsOf, type Field } from './fields/field.js';
 import { LOOKUPS, TEXT_TYPES, type Lookup } from './lookups.js';
 import { permissionOf } from './access/compile.js';
-import { parseAccess, RuleError, type AccessRules, type AccessSource } from './access/rules.js';
+import { parseAccess, parseFieldAccess, RuleError, type AccessRules, type AccessSource, type FieldAccessSource, type FieldRules } from './access/rules.js';
 
 /** The viewset actions a resource can offer (DRF's names). */
 export type ActionName = 'list' | 'create' | 'retrieve' | 'update' | 'partial_update' | 'destroy';
@@ -198,6 +198,11 @@ export interface Resource {
    */
   readonly access: AccessRules | null;
   readonly fields: Readonly<Record<string, Field>>;
+  /**
+   * The field rules (ACCESS.md §3) of the fields that have one some caller may fail; a field
+   * absent here is read and written as its declaration says (access/field-rules.ts).
+   */
+  readonly fieldAccess: Readonly<Record<string, FieldRules>>;
   readonly owner: boolean;
   readonly timestamps: boolean;
   /** Public ordering names (`id`, fields, timestamps) → the field they order by. */
@@ -322,6 +327,24 @@ function checkDeclaration(options: BuiltinOptions, { builtin }: { builtin: boole
   const declaredField = (name: string): Field | undefined => (Object.hasOwn(fields, name) ? fields[name] : undefined);
   const owner = options.owner === true;
   const timestamps = options.timestamps ?? true;
+
+  // Field rules (ACCESS.md §3) see every field of the record, as the collection's rules do.
+  const fieldAccess: Record<string, FieldRules> = {};
+  for (const [fieldName, declared] of Object.entries(fields)) {
+    if (declared.options.access === undefined) continue;
+    let rules: FieldRules | null = null;
+    try {
+      rules = parseFieldAccess(declared.options.access as FieldAccessSource, { table: options.table ?? name, fields, owner });
+    } catch (error) {
+      if (error instanceof RuleError) fail(fieldName, error.message);
+      throw error;
+    }
+    if (rules.write && declared.required) {
+      fail(fieldName, 'a field with a write rule needs a default or required: false (a caller who may not write it leaves it out)');
+    }
+    if (rules.read || rules.write) fieldAccess[fieldName] = rules;
+  }
+
   const orderable = (field: string): boolean => {
     if (field === 'id') return true;
     if (field === 'created_at' || field === 'updated_at') return timestamps;
@@ -331,6 +354,8 @@ function checkDeclaration(options: BuiltinOptions, { builtin }: { builtin: boole
   const orderings = ['id', ...(options.orderings ?? []).filter((ordering) => ordering !== 'id')];
   for (const ordering of orderings) {
     if (!orderable(ordering)) fail(ordering, `cannot order by "${ordering}": no such field, or one that cannot be ordered (references, json)`);
+    // A page's order and its cursors would tell a caller what they may not read (ACCESS.md §3).
+    if (fieldAccess[ordering]?.read) fail(ordering, `cannot order by "${ordering}": it has a read rule`);
   }
   const defaultOrdering = options.defaultOrdering ?? '-id';
   if (!orderings.includes(defaultOrdering.replace(/^-/, ''))) fail(defaultOrdering, `defaultOrdering "${defaultOrdering}" is not one of the orderings`);
@@ -402,6 +427,7 @@ function checkDeclaration(options: BuiltinOptions, { builtin }: { builtin: boole
     permission,
     access,
     fields,
+    fieldAccess,
     owner,
     timestamps,
     orderings,

@@ -1,4 +1,5 @@
 import { html } from 'ghtml';
+import type { User } from '../caller.js';
 import type { View } from '../view.js';
 
 // Forms generated from a view's OPTIONS metadata, which `resources/viewset/metadata.ts` builds
@@ -29,9 +30,12 @@ export interface FieldMeta {
 
 export type FieldsMeta = Readonly<Record<string, FieldMeta>>;
 
-/** The writable fields of a view: those its metadata lists for POST (create) or PUT (update). */
-export function writableFields(view: View): FieldsMeta | null {
-  const actions = (view.metadata?.() as { actions?: Record<string, FieldsMeta> } | undefined)?.actions;
+/**
+ * The writable fields of a view: those its metadata lists for POST (create) or PUT (update); for a
+ * signed-in `user`, those they may write (ACCESS.md §3: a field read-only for them is no input).
+ */
+export function writableFields(view: View, user?: User | null): FieldsMeta | null {
+  const actions = (view.metadata?.(user ?? undefined) as { actions?: Record<string, FieldsMeta> } | undefined)?.actions;
   const fields = actions?.POST ?? actions?.PUT;
   if (!fields) return null;
   return Object.fromEntries(Object.entries(fields).filter(([, meta]) => !meta.read_only));

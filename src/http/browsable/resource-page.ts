@@ -72,7 +72,7 @@ const lowerFirst = (text: string) => text.charAt(0).toLowerCase() + text.slice(1
 /** The forms a collection or record page offers this caller, or a note saying why there are none. */
 function forms(body: unknown, context: RenderContext, collectionPath: string): string {
   const { view, user, allow } = context;
-  const fields = writableFields(view);
+  const fields = writableFields(view, user);
   const name = lowerFirst(singular(view.name));
   const isRecord = !isPage(body) && typeof body === 'object' && body !== null && 'url' in body;
   if (!isRecord) {
@@ -88,8 +88,10 @@ function forms(body: unknown, context: RenderContext, collectionPath: string): s
     return html`<p class="note" data-read-only>Read-only: this ${name} belongs to <a href="${String(record.owner)}">${String(record.owner)}</a>. Only its owner can edit or delete it.</p>`;
   }
   const etag = entityTag(renderJson(record), JSON_TYPE);
+  // A field the record does not show this caller (a read rule, ACCESS.md §3) has no value to edit.
+  const editable = fields && Object.fromEntries(Object.entries(fields).filter(([name, meta]) => name in record || meta.write_only));
   const parent = collectionPath.replace(/[^/]+\/$/, '');
-  return html`!${canEdit && fields ? apiForm({ id: 'edit', heading: `Edit ${name}`, action: String(record.url), fields, values: record, etag, after: 'reload' }) : ''}
+  return html`!${canEdit && editable ? apiForm({ id: 'edit', heading: `Edit ${name}`, action: String(record.url), fields: editable, values: record, etag, after: 'reload' }) : ''}
 !${allow.includes('DELETE') ? html`<section class="box box-danger" aria-labelledby="delete-heading"><h2 class="box-header" id="delete-heading">Delete ${name}</h2><div class="box-body">!${actionButton({ method: 'DELETE', action: String(record.url), label: `Delete ${name}`, etag, confirm: `Delete this ${name}? This cannot be undone.`, redirect: parent, danger: true })}</div></section>` : ''}`;
 }
 

@@ -12,6 +12,10 @@ import { LOOKUPS, TEXT_TYPES, lookupReader, type Lookup, type LookupReader } fro
 export const RULE_ACTIONS = ['read', 'create', 'update', 'delete'] as const;
 export type RuleAction = (typeof RULE_ACTIONS)[number];
 
+/** The rules a field takes (ACCESS.md §3): who may read it, who may write it. */
+export const FIELD_RULE_ACTIONS = ['read', 'write'] as const;
+export type FieldRuleAction = (typeof FIELD_RULE_ACTIONS)[number];
+
 /** What a declaration writes: a term, `A&B`, or a list of them of which any one may hold. */
 export type RuleSource = string | readonly string[];
 export type AccessSource = Readonly<Partial<Record<RuleAction, RuleSource>>>;
@@ -32,6 +36,10 @@ export type Clause = readonly Term[];
 export type Rule = readonly Clause[];
 /** A collection's rules, one per action (an action the declaration leaves out: `[]`, admins only). */
 export type AccessRules = Readonly<Record<RuleAction, Rule>>;
+/** A field's `access` as written: `{ read?, write? }`, each `*` when left out. */
+export type FieldAccessSource = Readonly<Partial<Record<FieldRuleAction, RuleSource>>>;
+/** A field's rules; null where every caller passes (`*`, or left out), which costs nothing. */
+export type FieldRules = Readonly<Record<FieldRuleAction, Rule | null>>;
 
 /** What a rule may name: the collection's table, fields and whether it has an owner. */
 export interface RuleTarget {
@@ -43,7 +51,7 @@ export interface RuleTarget {
 /** A rule that cannot be read: the action, the rule's text and what is wrong. */
 export class RuleError extends Error {
   constructor(
-    readonly action: RuleAction,
+    readonly action: RuleAction | FieldRuleAction,
     readonly rule: string,
     readonly problem: string,
   ) {
@@ -71,8 +79,28 @@ export function parseAccess(source: AccessSource, target: RuleTarget): AccessRul
   return { read: read('read'), create: read('create'), update: read('update'), delete: read('delete') };
 }
 
+/**
+ * Reads a field's `access` (ACCESS.md §3) with the same language as a collection's; throws
+ * RuleError. A rule every caller passes, anonymous ones too, is null: rules only grow with the
+ * caller's sign-in and roles, so such a field is shown to everyone at no cost (ACCESS.md §7).
+ */
+export function parseFieldAccess(source: FieldAccessSource, target: RuleTarget): FieldRules {
+  if (typeof source !== 'object' || source === null || Array.isArray(source)) {
+    throw new RuleError('read', String(source), 'a field\'s access is an object of rules: { read, write }');
+  }
+  for (const key of Object.keys(source)) {
+    if (!(FIELD_RULE_ACTIONS as readonly string[]).includes(key)) throw new RuleError('read', key, `unknown action "${key}" (a field's rules are read, write)`);
+  }
+  const read = (action: FieldRuleAction): Rule | null => {
+    if (source[action] === undefined) return null;
+    const rule = parseRule(action, source[action], target);
+    return rule.some((clause) => clause.every((term) => term.kind === 'anyone')) ? null : rule;
+  };
+  return { read: read('read'), write: read('write') };
+}
+
 /** Reads one rule: a term, `A&B`, or a list of them. */
-export function parseRule(action: RuleAction, source: RuleSource, target: RuleTarget): Rule {
+export function parseRule(action: RuleAction | FieldRuleAction, source: RuleSource, target: RuleTarget): Rule {
   const alternatives = typeof source === 'string' ? [source] : source;
   if (!Array.isArray(alternatives) || alternatives.length === 0) {
     throw new RuleError(action, String(source), 'a rule is a string or a non-empty list of strings (leave the action out for admins only)');

@@ -37,6 +37,11 @@ export interface CommonOptions<T> {
   writeOnly?: boolean;
   label?: string;
   helpText?: string;
+  /**
+   * Who may read and write this field (ACCESS.md §3), as the collection's access rules are
+   * written; each `*` when left out. Read by `defineResource`, which knows the other fields.
+   */
+  access?: { read?: string | readonly string[]; write?: string | readonly string[] };
 }
 
 /** Marks a field (and an InvalidField); `Symbol.for`, so copies of the package agree. */
@@ -82,7 +87,7 @@ export function isField(value: unknown): value is Field {
   return typeof value === 'object' && value !== null && (value as Record<symbol, unknown>)[FIELD] === true;
 }
 
-const COMMON_OPTIONS = ['required', 'default', 'nullable', 'unique', 'readOnly', 'writeOnly', 'label', 'helpText'];
+const COMMON_OPTIONS = ['required', 'default', 'nullable', 'unique', 'readOnly', 'writeOnly', 'label', 'helpText', 'access'];
 
 /** Counts Unicode code points, not UTF-16 units (API.md §6: an emoji is one character). */
 export function codePointLength(text: string): number {

@@ -11,7 +11,7 @@ function recordPathSchema(collection: string, description: string): SchemaObject
   return { type: 'string', format: 'uri-reference', pattern: `^/api/v1/${collection}/[1-9][0-9]*/$`, description };
 }
 
-/** The record representation: every field always present, read-only ones marked. */
+/** The record representation: every field present (but those with a read rule), read-only ones marked. */
 export function recordSchema(resource: Resource): SchemaObject {
   const properties: Record<string, SchemaObject> = {
     url: resource.nestedUnder
@@ -36,7 +36,9 @@ export function recordSchema(resource: Resource): SchemaObject {
   }
   // Shown to some callers only (a user's roles), so never required.
   for (const [name, schema] of Object.entries(resource.callerMembers)) properties[name] = schema;
-  return { type: 'object', description: resource.description, required: representationFields(resource), properties };
+  // A field with a read rule is absent where the caller may not read it (ACCESS.md §3): never required.
+  const required = representationFields(resource).filter((name) => !resource.fieldAccess[name]?.read);
+  return { type: 'object', description: resource.description, required, properties };
 }
 
 /** A request body: the writable fields, required as declared unless `partial` (PATCH). */

@@ -21,6 +21,7 @@ import type { KeyAccess } from '../../http/scopes.js';
 import type { Action, ApiRequest, View } from '../../http/view.js';
 import type { ParseContext } from '../fields/field.js';
 import { readsAreShared } from '../access/compile.js';
+import { fieldsAreShared, hiddenFields, unwritableFields, withoutFields } from '../access/field-rules.js';
 import { buildFilters } from '../filters.js';
 import { pageResponse } from '../keyset.js';
 import type { CollectionLookup } from '../relations.js';
@@ -84,21 +85,36 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
   const { compiledInsert, columnValues, writeReferenceLists, writeTransaction } = buildWrites(resource, { storage, listeners, uniqueMessage });
   const { deleteRecord, deleteBatch, clearReferences } = buildDeleteRules(resource, { storage, collections, viewSets, represent });
 
-  /** Records as the request's caller sees them: copies with what `hooks.representFor` adds for them. */
-  function shownTo(request: ApiRequest, rows: readonly Row[], records: Record<string, unknown>[]): Record<string, unknown>[] {
-    if (!hooks.representFor) return records;
-    const copies = records.map((record) => ({ ...record }));
+  /**
+   * Records as the request's caller sees them: without the fields their read rules hide from
+   * them (ACCESS.md §3, judged as `executor` sees the rows), with what `hooks.representFor` adds.
+   */
+  async function shownTo(request: ApiRequest, rows: readonly Row[], records: Record<string, unknown>[], executor: DynamicDb = db): Promise<Record<string, unknown>[]> {
+    const hidden = await hiddenFields(resource, request.user, executor, rows);
+    const shown = hidden.size ? records.map((record, index) => withoutFields(record, hidden.get(Number(rows[index]!.id)))) : records;
+    if (!hooks.representFor) return shown;
+    const copies = shown.map((record) => ({ ...record }));
     hooks.representFor(request, rows, copies);
     return copies;
+  }
+
+  /** Drops from `values` (and their `errors`) the fields the caller may not write: read-only for them (ACCESS.md §3). */
+  function ignoreUnwritable(values: Record<string, unknown>, errors: Record<string, unknown>, unwritable: ReadonlySet<string>): void {
+    for (const name of unwritable) {
+      delete values[name];
+      delete errors[name];
+    }
   }
 
   // A page is the same for everyone who may read it, so it is reused while no data changes; not
   // a scoped one (each caller's own webhooks), nor one with members only some callers see (a
   // user's roles), nor one whose records or reverse lists a read rule filters per caller
-  // (ACCESS.md §6): a page served to one caller is never served to another.
+  // (ACCESS.md §6), nor one with fields a read rule hides from some callers (ACCESS.md §3): a page
+  // served to one caller is never served to another.
   const sharedPages =
     !hooks.scope &&
     !hooks.representFor &&
+    fieldsAreShared(resource) &&
     [resource, ...Object.values(resource.related).map((relation) => lookup(relation.collection))].every((shown) => readsAreShared(shown?.access ?? null));
 
   const list: Action = {
@@ -107,7 +123,7 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
     async handle(request) {
       const page = parsePageRequest(request.query, orderings, resource.defaultOrdering, cursors, listPath(request));
       const found = await listPage(request, page);
-      return pageResponse(found, shownTo(request, found.rows, await represent(found.rows, db, false, request.user)));
+      return pageResponse(found, await shownTo(request, found.rows, await represent(found.rows, db, false, request.user)));
     },
   };
 
@@ -118,6 +134,7 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
     async handle(request) {
       const data = await request.data();
       const { values, errors } = readInput(data, false);
+      ignoreUnwritable(values, errors, await unwritableFields(resource, request.user));
       await hooks.validate?.(values, errors, request);
       if (Object.keys(errors).length && !hasStoredChecks(data)) throw new ValidationError(errors);
       // Left out: the declared default, else null (an empty list for references).
@@ -135,8 +152,16 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
         };
         await hooks.beforeCreate?.(trx, insert, request);
         const { rows } = await trx.executeQuery<Row>(compiledInsert(trx, insert));
-        const row = rows[0]!;
+        let row = rows[0]!;
         await writeReferenceLists(trx, row.id, values, false);
+        // A write rule the record as stored fails: the value given is ignored, the default stays (ACCESS.md §3).
+        const refused = [...(await unwritableFields(resource, request.user, trx, row.id))].filter((name) => name in data);
+        if (refused.length) {
+          const reset = Object.fromEntries(refused.map((name) => [name, resource.fields[name]!.hasDefault ? resource.fields[name]!.defaultValue : resource.fields[name]!.type === 'references' ? [] : null]));
+          const set = columnValues(reset);
+          if (Object.keys(set).length) row = (await trx.updateTable(table).set(set).where('id', '=', row.id).returningAll().executeTakeFirstOrThrow()) as Row;
+          await writeReferenceLists(trx, row.id, reset, true);
+        }
         // The create rule judges the record as stored (defaults, owner); refused, it rolls back.
         await checkRule(trx, 'create', request, row.id);
         const representation = await representOne(row, trx, false, request.user);
@@ -144,7 +169,7 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
         return { record: representation, row, extras: (await hooks.afterCreate?.(trx, row, representation, request)) ?? {} };
       });
       extras.afterCommit?.();
-      const [shown] = shownTo(request, [row], [record]);
+      const [shown] = await shownTo(request, [row], [record]);
       return { status: 201, body: extras.body ? { ...shown, ...extras.body } : shown, headers: { location: String(record.url), ...extras.headers } };
     },
   };
@@ -154,7 +179,7 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
     async handle(request) {
       const row = await loadRow(db, parseId(request.params[recordParam]), false, request);
       checkObjectPermission(request, row);
-      return { body: shownTo(request, [row], [await representOne(row, db, true, request.user)])[0] };
+      return { body: (await shownTo(request, [row], [await representOne(row, db, true, request.user)]))[0] };
     },
   };
 
@@ -171,6 +196,7 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
         if (hooks.validate) {
           checkObjectPermission(request, await loadRow(db, id, false, request));
           validated = readInput(data, partial);
+          ignoreUnwritable(validated.values, validated.errors, await unwritableFields(resource, request.user));
           await hooks.validate(validated.values, validated.errors, request);
           if (Object.keys(validated.errors).length && !hasStoredChecks(data)) throw new ValidationError(validated.errors);
         }
@@ -181,8 +207,10 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
           await checkRule(trx, 'update', request, id);
           const before = await representOne(row, trx, false, request.user);
           // The ETag the caller holds is of the record as they were shown it.
-          assertRecordMatches(request.raw.headers['if-match'], shownTo(request, [row], [before])[0]!);
+          assertRecordMatches(request.raw.headers['if-match'], (await shownTo(request, [row], [before], trx))[0]!);
           const { values, errors } = validated ?? readInput(data, partial);
+          // Write rules judge the record before the change, as the update rule's USING does.
+          ignoreUnwritable(values, errors, await unwritableFields(resource, request.user, trx, id));
           await checkAgainstStored(trx, data, values, errors, id, request.user);
           const changed = Object.entries(values).filter(([name, value]) => {
             const field = resource.fields[name]!;
@@ -207,7 +235,7 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
           return { record: representation, row: updated };
         });
         for (const then of afterCommit) then();
-        return { body: shownTo(request, [shownRow], [record])[0] };
+        return { body: (await shownTo(request, [shownRow], [record]))[0] };
       },
     };
   }
@@ -224,7 +252,7 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
         // The records a cascade or setNull reaches are not judged: this delete decides (ACCESS.md §2).
         await checkRule(trx, 'delete', request, id);
         const before = await representOne(row, trx, false, request.user);
-        assertRecordMatches(request.raw.headers['if-match'], before);
+        assertRecordMatches(request.raw.headers['if-match'], (await shownTo(request, [row], [before], trx))[0]!);
         const then = await hooks.beforeDelete?.(trx, row, request);
         if (then) afterCommit.push(then);
         await deleteRecord(trx, row, before, notify, user);
@@ -281,7 +309,7 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
     transact: (work) => writeTransaction((trx) => work(trx)),
     async represent(rows, { detail = false, request } = {}) {
       const records = await represent(rows, db, detail, request?.user ?? null);
-      return request ? shownTo(request, rows, records) : records;
+      return request ? await shownTo(request, rows, records) : records;
     },
   };
   const extraViews: View[] = resource.extraActions.map((extra) => ({

@@ -16,6 +16,7 @@ import type { Field } from '../fields/field.js';
 import { readFilterParams, type QueryFilter } from '../filters.js';
 import { fetchKeysetPage } from '../keyset.js';
 import { compileRule, readCondition } from '../access/compile.js';
+import { fieldReadGuard, fieldsAreShared, selectFieldReads } from '../access/field-rules.js';
 import type { RuleAction } from '../access/rules.js';
 import { collectionPathOf, type Resource } from '../resource.js';
 
@@ -45,14 +46,15 @@ export function buildQueryset(resource: Resource, options: QuerysetOptions) {
 
   function filterConditions(request: ApiRequest): Condition[] {
     const params = Object.entries(request.query).flatMap(([param, value]) => (value === undefined ? [] : [[param, String(value)] as const]));
-    const { conditions, errors } = readFilterParams(filters, params);
+    const { conditions, errors } = readFilterParams(filters, params, fieldReadGuard(resource, request.user));
     if (Object.keys(errors).length) throw new InvalidQuery(errors, MESSAGES.invalidQuery);
     return conditions;
   }
 
   /** One page of the list: scoped, filtered, in the requested ordering. */
   async function listPage(request: ApiRequest, page: PageRequest) {
-    let query = db.selectFrom(table).selectAll();
+    // Each row says which of its restricted fields the caller may read (ACCESS.md §3).
+    let query = selectFieldReads(db.selectFrom(table).selectAll(), resource, request.user);
     if (hooks.scope) query = query.where(await hooks.scope(request));
     const readable = readCondition(resource.access, request.user);
     if (readable) query = query.where(readable);
@@ -64,20 +66,23 @@ export function buildQueryset(resource: Resource, options: QuerysetOptions) {
   // The hottest query, compiled once: building and compiling it with Kysely on every request
   // cost more than running it (issue #6 profile). Only the parameter changes.
   const selectById = db.selectFrom(table).selectAll().where('id', '=', 0).compile();
+  const fieldsShared = fieldsAreShared(resource);
 
   /**
    * A record by id; with a request, only within its `scope` (another user's webhook is a 404) and
-   * the caller's read rule (a record they may not read is a 404).
+   * the caller's read rule (a record they may not read is a 404), with the verdicts of its
+   * field read rules for that caller.
    */
   async function loadRow(executor: DynamicDb, id: number, lock: boolean, request?: ApiRequest): Promise<Row> {
     const scope = request && hooks.scope ? await hooks.scope(request) : null;
     const readable = request ? readCondition(resource.access, request.user) : null;
-    if (executor === db && !lock && !scope && !readable) {
+    if (executor === db && !lock && !scope && !readable && (fieldsShared || !request)) {
       const { rows } = await db.executeQuery<Row>({ ...selectById, parameters: [id] });
       if (!rows[0]) throw new NotFound();
       return rows[0];
     }
     let query = executor.selectFrom(table).selectAll().where('id', '=', id);
+    if (request) query = selectFieldReads(query, resource, request.user);
     if (scope) query = query.where(scope);
     if (readable) query = query.where(readable);
     const row = (await (lock ? storage.lockForUpdate(query) : query).executeTakeFirst()) as Row | undefined;
