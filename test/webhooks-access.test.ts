@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process';
+import { Ajv2020 } from 'ajv/dist/2020.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createProject, runOk, type Project } from './support/project.js';
 import { startReceiver, type Received, type Receiver } from './support/receiver.js';
@@ -162,6 +163,13 @@ describe.each(BACKENDS)('webhooks under read rules on %s', (backend) => {
     expect(plain).toHaveLength(4);
     for (const body of plain) expect(body).not.toHaveProperty('access');
     expect(bodies.find((body) => body.note.id === team.id)).toMatchObject({ action: 'updated', note: { body: 't1 edited' }, changes: { body: { from: 't1' } } });
+
+    // The event catalog describes every body, the one that names its record only too.
+    const catalog = await send('GET', '/api/v1/events/', bob);
+    const entry = (catalog.body.results as Json[]).find((event) => event.name === 'note')!;
+    expect(entry.schema.properties.access.required).toEqual(['readable_before', 'readable_after']);
+    const validate = new Ajv2020({ strict: false, allErrors: true, validateFormats: false }).compile(entry.schema as object);
+    for (const body of bodies) expect(validate(body), JSON.stringify(validate.errors)).toBe(true);
 
     // The admin saw the same change as a plain update, with the record's fields and `changes`.
     await hooks.admin!.receiver.waitFor((all) => all.filter((r) => r.headers['x-service-event'] === 'note').length === 11);
