@@ -1,4 +1,5 @@
 import type { Storage } from '../db/database.js';
+import type { User } from '../http/caller.js';
 import type { Change, Resource } from '../resources/resource.js';
 
 /**
@@ -94,14 +95,15 @@ export class ChangeBodies {
   ) {}
 
   /**
-   * The body for a webhook of `ownerId`; `sight` null for a collection read by `*`. An update
-   * that takes the record out of the owner's sight tells only which record left it; one that
-   * brings it in is a full body; both say so in `access` (ACCESS.md §4).
+   * The body for a webhook of `owner` (with roles as read in the change's transaction; null for a
+   * collection read by `*`, whose owners are not read), `sight` null for such a collection too.
+   * An update that takes the record out of the owner's sight tells only which record left it;
+   * one that brings it in is a full body; both say so in `access` (ACCESS.md §4).
    */
-  for(ownerId: number, sight: Sight | null, filter: FilterVerdict | null): string {
+  for(owner: User | null, sight: Sight | null, filter: FilterVerdict | null): string {
     const moved = sight !== null && this.change.action === 'updated' && sight.before !== sight.after;
     const access = moved ? { readable_before: sight.before, readable_after: sight.after } : null;
-    const shown = access?.readable_after === false ? { payload: this.leftSight(), shape: 'left' } : this.shownTo(ownerId);
+    const shown = access?.readable_after === false ? { payload: this.leftSight(), shape: 'left' } : this.shownTo(owner);
     const key = `${shown.shape}|${access ? 'moved' : ''}|${filter ? `${Number(filter.matched_before)}${Number(filter.matched_after)}` : ''}`;
     let text = this.texts.get(key);
     if (text === undefined) {
@@ -112,12 +114,14 @@ export class ChangeBodies {
   }
 
   /**
-   * What the owner is shown of the record, and a `shape` naming it: owners shown the same share
-   * one body. The one place a webhook body meets its owner, so field rules (ACCESS.md §3, last
-   * point of §4) apply here, with the owner as the caller; today every owner is shown the whole.
+   * What the owner is shown of the record (its fields and `changes`), and a `shape` naming it:
+   * owners shown the same share one body. The one place a webhook body meets its owner, so
+   * field rules (ACCESS.md §3, last point of §4) apply here, with the owner as the caller (the
+   * payload without the fields the record hides from them, `shape` naming those); today every
+   * owner is shown the whole record.
    */
-  private shownTo(ownerId: number): { payload: Record<string, unknown>; shape: string } {
-    void ownerId;
+  private shownTo(owner: User | null): { payload: Record<string, unknown>; shape: string } {
+    void owner;
     return { payload: this.payload, shape: 'whole' };
   }
 

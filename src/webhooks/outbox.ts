@@ -4,6 +4,7 @@ import { announceDeliveries } from '../db/delivery-queue.js';
 import type { Storage } from '../db/database.js';
 import type { Database } from '../db/schema.js';
 import type { DynamicDb } from '../db/dynamic-tables.js';
+import type { User } from '../http/caller.js';
 import type { QueryFilter } from '../resources/filters.js';
 import type { Change, ChangeListener, PendingChange } from '../resources/resource.js';
 import { ChangeBodies, eventPayload, type Actor, type FilterVerdict, type Sight } from './events.js';
@@ -103,6 +104,13 @@ interface ActiveWebhook {
 
 /** A collection read by `*`: every owner sees every record, before and after. */
 const IN_SIGHT: Sight = { before: true, after: true };
+/** An owner who is no user (any more) reads nothing. */
+const OUT_OF_SIGHT: Sight = { before: false, after: false };
+
+/** A webhook owner, with roles as read in the change's transaction, and what they may read of the record. */
+interface OwnerSight extends Sight {
+  readonly user: User;
+}
 
 /** What the outbox learns of a record before it changes (the viewset's `beforeChange` call). */
 interface Before {
@@ -157,13 +165,14 @@ export function outboxListener({ storage, publicUrl, wake, repositoryIds, filter
    * transaction; null for a collection read by `*` (ACCESS.md §7: it costs nothing). An update
    * judges after the change with the roles read before it, in the same transaction.
    */
-  async function sightOf(trx: Executor, change: Change, id: number, before: Before | undefined, matching: readonly ActiveWebhook[]): Promise<Map<number, Sight> | null> {
-    const owners = before?.owners !== undefined && change.action !== 'created' ? before.owners : await access.owners(trx, change.resource, matching.map((webhook) => webhook.owner_id));
+  async function sightOf(trx: Executor, change: Change, id: number, before: Before | undefined, matching: readonly ActiveWebhook[]): Promise<Map<number, OwnerSight> | null> {
+    const owners =
+      before?.owners !== undefined && change.action !== 'created' ? before.owners : await access.owners(trx, change.resource, matching.map((webhook) => webhook.owner_id));
     if (owners === null) return null;
     // Without a before (never for the viewset's updates and deletes): not readable before, the safe side.
     const readersBefore = before?.readers ?? new Set<number>();
     const readersAfter = change.action === 'deleted' ? new Set<number>() : await access.readers(trx, change.resource, id, owners);
-    return new Map([...owners.keys()].map((owner) => [owner, { before: readersBefore.has(owner), after: readersAfter.has(owner) }]));
+    return new Map([...owners.values()].map((user) => [user.id, { user, before: readersBefore.has(user.id), after: readersAfter.has(user.id) }]));
   }
 
   /** The deliveries of one change, one per matching webhook. */
@@ -182,7 +191,8 @@ export function outboxListener({ storage, publicUrl, wake, repositoryIds, filter
     const bodies = new ChangeBodies(event, change, payload);
     const events: NewEvent[] = [];
     for (const webhook of matching) {
-      const sight = sights === null ? IN_SIGHT : (sights.get(webhook.owner_id) ?? { before: false, after: false });
+      const owner = sights?.get(webhook.owner_id);
+      const sight = sights === null ? IN_SIGHT : (owner ?? OUT_OF_SIGHT);
       if (!hears(change.action, sight)) continue;
       let verdict: FilterVerdict | null = null;
       if (webhook.filter !== null && filters.conditions(webhook, event, change.resource) !== null) {
@@ -195,7 +205,7 @@ export function outboxListener({ storage, publicUrl, wake, repositoryIds, filter
         // receiver hears of a record leaving the filter too; the body says which.
         if (!verdict.matched_before && !verdict.matched_after) continue;
       }
-      const body = bodies.for(webhook.owner_id, sights === null ? null : sight, verdict);
+      const body = bodies.for(owner?.user ?? null, sights === null ? null : sight, verdict);
       events.push({ webhookId: webhook.id, event, action: change.action, body, recordKey: key });
     }
     return events;
