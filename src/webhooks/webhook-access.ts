@@ -31,6 +31,8 @@ export type Owners = ReadonlyMap<number, User>;
 /** Which webhook owners may read a record, per change. */
 export class WebhookAccess {
   private readonly compiled = new Map<string, readonly CompiledQuery<Record<string, unknown>>[]>();
+  /** Whether a collection's read rule is `*`, asked of every change, answered once. */
+  private readonly shared = new WeakMap<Resource, boolean>();
 
   constructor(private readonly db: DynamicDb) {}
 
@@ -40,7 +42,9 @@ export class WebhookAccess {
    * read rule is `*`, so every owner reads every record and nothing is asked.
    */
   async owners(trx: Executor, resource: Resource, ownerIds: Iterable<number>): Promise<Owners | null> {
-    if (readsAreShared(resource.access)) return null;
+    let shared = this.shared.get(resource);
+    if (shared === undefined) this.shared.set(resource, (shared = readsAreShared(resource.access)));
+    if (shared) return null;
     const ids = [...new Set(ownerIds)];
     const owners = new Map<number, User>();
     for (let start = 0; start < ids.length; start += ROLES_PER_QUERY) {
