@@ -1,4 +1,5 @@
 import type { Storage } from '../db/database.js';
+import type { User } from '../http/caller.js';
 import type { Change, Resource } from '../resources/resource.js';
 
 /**
@@ -65,6 +66,71 @@ export function eventPayload(
     },
     sender: { login: change.actor.username, id: change.actor.id },
   };
+}
+
+/** A filtered webhook's verdict on one change (the body's `filter`, issue 14). */
+export interface FilterVerdict {
+  readonly matched_before: boolean;
+  readonly matched_after: boolean;
+}
+
+/** Whether a webhook's owner may read the record before and after the change (ACCESS.md §4). */
+export interface Sight {
+  readonly before: boolean;
+  readonly after: boolean;
+}
+
+/**
+ * The bodies of one change, each written once and shared by every webhook it is the same for
+ * (API.md §4): it depends on what the owner may see (ACCESS.md §4) and the webhook's filter
+ * verdict (issue 14).
+ */
+export class ChangeBodies {
+  private readonly texts = new Map<string, string>();
+
+  constructor(
+    private readonly event: string,
+    private readonly change: Change,
+    private readonly payload: Record<string, unknown>,
+  ) {}
+
+  /**
+   * The body for a webhook of `owner` (with roles as read in the change's transaction; null for a
+   * collection read by `*`, whose owners are not read), `sight` null for such a collection too.
+   * An update that takes the record out of the owner's sight tells only which record left it;
+   * one that brings it in is a full body; both say so in `access` (ACCESS.md §4).
+   */
+  for(owner: User | null, sight: Sight | null, filter: FilterVerdict | null): string {
+    const moved = sight !== null && this.change.action === 'updated' && sight.before !== sight.after;
+    const access = moved ? { readable_before: sight.before, readable_after: sight.after } : null;
+    const shown = access?.readable_after === false ? { payload: this.leftSight(), shape: 'left' } : this.shownTo(owner);
+    const key = `${shown.shape}|${access ? 'moved' : ''}|${filter ? `${Number(filter.matched_before)}${Number(filter.matched_after)}` : ''}`;
+    let text = this.texts.get(key);
+    if (text === undefined) {
+      text = JSON.stringify({ ...shown.payload, ...(filter ? { filter } : {}), ...(access ? { access } : {}) });
+      this.texts.set(key, text);
+    }
+    return text;
+  }
+
+  /**
+   * What the owner is shown of the record (its fields and `changes`), and a `shape` naming it:
+   * owners shown the same share one body. The one place a webhook body meets its owner, so
+   * field rules (ACCESS.md §3, last point of §4) apply here, with the owner as the caller (the
+   * payload without the fields the record hides from them, `shape` naming those); today every
+   * owner is shown the whole record.
+   */
+  private shownTo(owner: User | null): { payload: Record<string, unknown>; shape: string } {
+    void owner;
+    return { payload: this.payload, shape: 'whole' };
+  }
+
+  /** A record that left the owner's sight: which one it was, nothing of its fields, no `changes`. */
+  private leftSight(): Record<string, unknown> {
+    const { [this.event]: subject, changes: _changes, ...rest } = this.payload;
+    const { url, number, id } = subject as Record<string, unknown>;
+    return { action: rest.action, [this.event]: { url, number, id }, repository: rest.repository, sender: rest.sender };
+  }
 }
 
 // GitHub greets a new hook with a line of its zen; so do we.

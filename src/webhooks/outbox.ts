@@ -4,9 +4,11 @@ import { announceDeliveries } from '../db/delivery-queue.js';
 import type { Storage } from '../db/database.js';
 import type { Database } from '../db/schema.js';
 import type { DynamicDb } from '../db/dynamic-tables.js';
+import type { User } from '../http/caller.js';
 import type { QueryFilter } from '../resources/filters.js';
 import type { Change, ChangeListener, PendingChange } from '../resources/resource.js';
-import { eventPayload, type Actor } from './events.js';
+import { ChangeBodies, eventPayload, type Actor, type FilterVerdict, type Sight } from './events.js';
+import { WebhookAccess, type Owners } from './webhook-access.js';
 import { WebhookFilters } from './webhook-filters.js';
 
 /**
@@ -95,25 +97,41 @@ async function lookUpOwner(trx: Executor, ownerId: number, change: Change): Prom
 
 interface ActiveWebhook {
   id: number;
+  owner_id: number;
   events: string;
   filter: string | null;
 }
 
-/** A filtered webhook's verdict on one change (the body's `filter`, issue 14). */
-interface FilterVerdict {
-  matched_before: boolean;
-  matched_after: boolean;
+/** A collection read by `*`: every owner sees every record, before and after. */
+const IN_SIGHT: Sight = { before: true, after: true };
+/** An owner who is no user (any more) reads nothing. */
+const OUT_OF_SIGHT: Sight = { before: false, after: false };
+
+/** A webhook owner, with roles as read in the change's transaction, and what they may read of the record. */
+interface OwnerSight extends Sight {
+  readonly user: User;
+}
+
+/** What the outbox learns of a record before it changes (the viewset's `beforeChange` call). */
+interface Before {
+  /** Each filtered webhook's filter verdict, by webhook id. */
+  readonly filters: ReadonlyMap<number, boolean>;
+  /** The subscribed webhooks' owners with their roles at that moment; null when the read rule is `*`. */
+  readonly owners: Owners | null;
+  /** Those of `owners` who may read the record. */
+  readonly readers: ReadonlySet<number>;
 }
 
 /**
  * The change listener resources with an `event` notify: their changes become deliveries, one per
- * subscribed webhook whose filter (if any) the record matches before or after the change.
+ * subscribed webhook whose owner may read the record (ACCESS.md §4) and whose filter (if any) the
+ * record matches, before or after the change.
  */
 export function outboxListener({ storage, publicUrl, wake, repositoryIds, filtersOf }: OutboxOptions): ChangeListener {
   // Asked for every change, so compiled once, and once per transaction: on SQLite the
   // transaction holds the write lock, so no webhook can change under it, and a group commit
   // (db/group-commit.ts) runs many changes in one (issue #6 profile).
-  const activeWebhooksQuery = storage.db.selectFrom('webhooks').select(['id', 'events', 'filter']).where('active', '=', 1).compile();
+  const activeWebhooksQuery = storage.db.selectFrom('webhooks').select(['id', 'owner_id', 'events', 'filter']).where('active', '=', 1).compile();
   const webhooksOf = new WeakMap<Executor, Promise<ActiveWebhook[]>>();
   const webhooks = (trx: Executor): Promise<ActiveWebhook[]> => {
     let lookup = webhooksOf.get(trx);
@@ -124,18 +142,37 @@ export function outboxListener({ storage, publicUrl, wake, repositoryIds, filter
     return lookup;
   };
   const filters = new WebhookFilters(storage.db as unknown as DynamicDb, filtersOf);
-  // What filtered webhooks made of each record before it changed, per transaction.
-  const matchedBefore = new WeakMap<Executor, Map<string, Map<number, boolean>>>();
+  const access = new WebhookAccess(storage.db as unknown as DynamicDb);
+  // What the outbox made of each record before it changed, per transaction.
+  const beforeOf = new WeakMap<Executor, Map<string, Before>>();
 
   async function rememberBefore(trx: Executor, { resource, id }: PendingChange): Promise<void> {
     const event = resource.event;
     if (!event) return;
-    const filtered = (await webhooks(trx)).filter((webhook) => webhook.filter !== null && subscribes(webhook.events, event));
-    if (filtered.length === 0) return;
-    const verdicts = await filters.verdicts(trx, resource, event, id, filtered);
-    let byRecord = matchedBefore.get(trx);
-    if (!byRecord) matchedBefore.set(trx, (byRecord = new Map()));
-    byRecord.set(recordKey(resource.name, id), verdicts);
+    const subscribed = (await webhooks(trx)).filter((webhook) => subscribes(webhook.events, event));
+    if (subscribed.length === 0) return;
+    const filtered = subscribed.filter((webhook) => webhook.filter !== null);
+    const verdicts = filtered.length ? await filters.verdicts(trx, resource, event, id, filtered) : new Map<number, boolean>();
+    const owners = await access.owners(trx, resource, subscribed.map((webhook) => webhook.owner_id));
+    const readers = owners ? await access.readers(trx, resource, id, owners) : new Set<number>();
+    let byRecord = beforeOf.get(trx);
+    if (!byRecord) beforeOf.set(trx, (byRecord = new Map()));
+    byRecord.set(recordKey(resource.name, id), { filters: verdicts, owners, readers });
+  }
+
+  /**
+   * Whether each owner may read the record before and after the change, in the change's
+   * transaction; null for a collection read by `*` (ACCESS.md §7: it costs nothing). An update
+   * judges after the change with the roles read before it, in the same transaction.
+   */
+  async function sightOf(trx: Executor, change: Change, id: number, before: Before | undefined, matching: readonly ActiveWebhook[]): Promise<Map<number, OwnerSight> | null> {
+    const owners =
+      before?.owners !== undefined && change.action !== 'created' ? before.owners : await access.owners(trx, change.resource, matching.map((webhook) => webhook.owner_id));
+    if (owners === null) return null;
+    // Without a before (never for the viewset's updates and deletes): not readable before, the safe side.
+    const readersBefore = before?.readers ?? new Set<number>();
+    const readersAfter = change.action === 'deleted' ? new Set<number>() : await access.readers(trx, change.resource, id, owners);
+    return new Map([...owners.values()].map((user) => [user.id, { user, before: readersBefore.has(user.id), after: readersAfter.has(user.id) }]));
   }
 
   /** The deliveries of one change, one per matching webhook. */
@@ -146,27 +183,29 @@ export function outboxListener({ storage, publicUrl, wake, repositoryIds, filter
     if (matching.length === 0) return [];
     const id = Number(change.record.id);
     const key = recordKey(change.resource.name, id);
-    const before = matchedBefore.get(trx)?.get(key);
-    matchedBefore.get(trx)?.delete(key);
+    const before = beforeOf.get(trx)?.get(key);
+    beforeOf.get(trx)?.delete(key);
+    const sights = await sightOf(trx, change, id, before, matching);
     const payload = eventPayload(event, change, { publicUrl, owner: await ownerOf(trx, change, owners), repositoryId: repositoryIds.get(change.resource.name) ?? 0 });
     const after = change.action === 'deleted' ? new Map<number, boolean>() : await filters.verdicts(trx, change.resource, event, id, matching);
-    let plain: string | undefined;
+    const bodies = new ChangeBodies(event, change, payload);
     const events: NewEvent[] = [];
     for (const webhook of matching) {
-      const filtered = webhook.filter !== null && filters.conditions(webhook, event, change.resource) !== null;
-      let body: string;
-      if (!filtered) {
-        body = plain ??= JSON.stringify(payload);
-      } else {
-        const verdict: FilterVerdict = {
-          matched_before: change.action !== 'created' && (before?.get(webhook.id) ?? false),
-          matched_after: change.action !== 'deleted' && (after.get(webhook.id) ?? false),
+      const owner = sights?.get(webhook.owner_id);
+      const sight = sights === null ? IN_SIGHT : (owner ?? OUT_OF_SIGHT);
+      if (!hears(change.action, sight)) continue;
+      let verdict: FilterVerdict | null = null;
+      if (webhook.filter !== null && filters.conditions(webhook, event, change.resource) !== null) {
+        // What the owner may not read matches nothing: a filter never tells of a record out of sight.
+        verdict = {
+          matched_before: change.action !== 'created' && sight.before && (before?.filters.get(webhook.id) ?? false),
+          matched_after: change.action !== 'deleted' && sight.after && (after.get(webhook.id) ?? false),
         };
         // `updated` is sent when the record matches after the change or matched before it, so a
         // receiver hears of a record leaving the filter too; the body says which.
         if (!verdict.matched_before && !verdict.matched_after) continue;
-        body = JSON.stringify({ ...payload, filter: verdict });
       }
+      const body = bodies.for(owner?.user ?? null, sights === null ? null : sight, verdict);
       events.push({ webhookId: webhook.id, event, action: change.action, body, recordKey: key });
     }
     return events;
@@ -187,6 +226,13 @@ export function outboxListener({ storage, publicUrl, wake, repositoryIds, filter
     return events.length ? wake : undefined;
   }
   return Object.assign(writeEventDeliveries, { beforeChange: rememberBefore, changes: writeBatchDeliveries });
+}
+
+/** Whether a webhook whose owner sees the record so hears of the change (ACCESS.md §4). */
+function hears(action: Change['action'], sight: Sight): boolean {
+  if (action === 'created') return sight.after;
+  if (action === 'deleted') return sight.before;
+  return sight.before || sight.after;
 }
 
 /** The record key of a delivery: which record it is about, for per-record ordering. */

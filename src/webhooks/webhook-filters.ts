@@ -129,7 +129,8 @@ export class WebhookFilters {
   }
 }
 
-function withId<R>(query: CompiledQuery<R>, id: number): CompiledQuery<R> {
+/** A compiled query run for record `id` (its last parameter, compiled as a placeholder id). */
+export function withId<R>(query: CompiledQuery<R>, id: number): CompiledQuery<R> {
   return { ...query, parameters: [...query.parameters.slice(0, -1), id] };
 }
 
@@ -151,6 +152,6 @@ async function runGuarded<R>(trx: Executor, query: CompiledQuery<R>): Promise<R[
 }
 
 /** A boolean column: PostgreSQL's true, SQLite's 1; null (a comparison with null) is no match. */
-function isTrue(value: unknown): boolean {
+export function isTrue(value: unknown): boolean {
   return value === true || value === 1;
 }

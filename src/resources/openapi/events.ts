@@ -4,6 +4,7 @@
 // section (`eventWebhooks`: the request each receiver gets, with its headers).
 
 import { JSON_TYPE } from '../../http/renderers.js';
+import { readsAreShared } from '../access/compile.js';
 import type { Resource } from '../resource.js';
 import { recordSchema } from './schemas.js';
 import type { ParameterObject, PathItemObject, SchemaObject } from './types.js';
@@ -60,7 +61,8 @@ export function describeEvents(resources: readonly Resource[]): EventDescription
       required: ['action', resource.event, 'repository', 'sender'],
       properties: {
         action: { type: 'string', enum: [...EVENT_ACTIONS] },
-        [resource.event]: subject,
+        // ACCESS.md §4: an update that takes the record out of the owner's sight names it only.
+        [resource.event]: readsAreShared(resource.access) ? subject : { anyOf: [subject, LEFT_SIGHT] },
         changes,
         repository: {
           type: 'object',
@@ -73,13 +75,14 @@ export function describeEvents(resources: readonly Resource[]): EventDescription
         },
         sender: ACTOR,
         filter: FILTER_VERDICT,
+        ...(readsAreShared(resource.access) ? {} : { access: ACCESS_CHANGE }),
       },
     };
     events.push({
       name: resource.event,
       collection: resource.name,
       actions: EVENT_ACTIONS,
-      description: `${capitalize(withArticle(resource.label.toLowerCase()))} of \`${resource.name}\` was created, updated or deleted.`,
+      description: `${capitalize(withArticle(resource.label.toLowerCase()))} of \`${resource.name}\` was created, updated or deleted.${readsAreShared(resource.access) ? '' : ' Heard only by webhooks whose owner may read the record; `access` tells of an update that brought it into or took it out of their sight.'}`,
       schema: body,
     });
   }
@@ -132,6 +135,25 @@ const FILTER_VERDICT: SchemaObject = {
   additionalProperties: false,
 };
 
+/** The subject of an `updated` body whose record left the owner's sight (ACCESS.md §4). */
+const LEFT_SIGHT: SchemaObject = {
+  type: 'object',
+  description: 'When `access.readable_after` is false: which record left the webhook owner’s sight, nothing else of it (and no `changes`).',
+  required: ['url', 'number', 'id'],
+  properties: { url: { type: 'string', format: 'uri' }, number: { type: 'integer', minimum: 1 }, id: { type: 'integer', minimum: 1 } },
+  additionalProperties: false,
+};
+
+/** Only in `updated` bodies of a collection with a read rule, when the record entered or left the owner's sight (ACCESS.md §4). */
+const ACCESS_CHANGE: SchemaObject = {
+  type: 'object',
+  description:
+    'Sent when an update brought the record into the webhook owner’s sight (`readable_before` false: a full body) or took it out (`readable_after` false: the subject names the record only, so a receiver keeping a copy can drop it). Absent otherwise.',
+  required: ['readable_before', 'readable_after'],
+  properties: { readable_before: { type: 'boolean' }, readable_after: { type: 'boolean' } },
+  additionalProperties: false,
+};
+
 /**
  * The headers of every delivery besides Content-Type and Content-Length (API.md §4 "A delivery"),
  * as the dispatcher (`webhooks/dispatcher.ts`), `signDelivery` (`webhooks/signing.ts`) and
@@ -166,7 +188,7 @@ export function eventWebhooks(resources: readonly Resource[]): Record<string, Pa
         operationId: `event_${event.name}`,
         summary: resource ? `${event.name}: ${withArticle(resource.label.toLowerCase())} was created, updated or deleted` : `${event.name}: a webhook is greeted`,
         description: resource
-          ? `Sent to webhooks subscribed to \`${event.name}\` or \`*\` when a record of \`${resource.name}\` changes, in the transaction of the change.`
+          ? `Sent to webhooks subscribed to \`${event.name}\` or \`*\` when a record of \`${resource.name}\` changes, in the transaction of the change${readsAreShared(resource.access) ? '' : ', to those whose owner may read the record (after the change for `created`, before it for `deleted`, either for `updated`)'}.`
           : event.description,
         tags: [event.collection],
         parameters: headers,
