@@ -121,6 +121,7 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
    */
   async function recordsShownTo(request: ApiRequest, ids: readonly number[], tree: ExpandTree): Promise<Map<number, Record<string, unknown>>> {
     const shown = new Map<number, Record<string, unknown>>();
+    if (!has('list') && !has('retrieve')) return shown; // no GET shows them
     const scopes = request.identity?.scopes;
     if (scopes !== undefined && !scopesAllow(scopes, keyAccess, 'GET')) return shown;
     if (!resource.permission.hasPermission({ method: 'GET', user: request.user })) return shown;
