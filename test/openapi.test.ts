@@ -121,7 +121,7 @@ describe('OpenAPI document and docs page', () => {
       for (const field of ['url', 'id', 'owner', 'created_at', 'updated_at']) expect(Experience.properties[field].readOnly, field).toBe(true);
       for (const field of ['title', 'q_like_dislike']) expect(Experience.properties[field].readOnly, field).toBeUndefined();
       expect(Experience.properties.created_at.format).toBe('date-time');
-      expect(Object.keys(Experience.properties)).toEqual(['url', 'id', 'title', 'q_like_dislike', 'owner', 'created_at', 'updated_at']);
+      expect(Object.keys(Experience.properties)).toEqual(['url', 'id', 'title', 'q_like_dislike', 'owner', 'created_at', 'updated_at', 'expand']);
       expect(ExperienceRequest.required).toEqual(['title', 'q_like_dislike']);
       expect(Object.keys(ExperienceRequest.properties)).toEqual(['title', 'q_like_dislike']);
       expect(PatchedExperienceRequest.required).toBeUndefined();

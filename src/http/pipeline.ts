@@ -231,7 +231,7 @@ function render(request: FastifyRequest, reply: FastifyReply, view: View, respon
   }
   const mediaType = request.api!.mediaType;
   const text = RENDERERS[mediaType]!(response.body, {
-    columns: view.columns ?? [],
+    columns: response.columns ?? view.columns ?? [],
     title: view.name,
     method: request.method,
     path: `${request.api!.path}${request.api!.query}`,

@@ -30,6 +30,8 @@ export interface ApiResponse {
   readonly body?: unknown;
   /** A list sends the header once per value (several `Set-Cookie`). */
   readonly headers?: Readonly<Record<string, string | string[]>>;
+  /** The CSV columns, when fewer than the view's (`?fields=`, REQUESTS.md §3). */
+  readonly columns?: readonly string[];
 }
 
 /**

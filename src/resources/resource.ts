@@ -248,8 +248,8 @@ const OPTION_NAMES = new Set([
   'name', 'label', 'description', 'fields', 'owner', 'permission', 'access', 'orderings', 'defaultOrdering', 'filters',
   'search', 'event', 'eventId', 'related', 'timestamps', 'actions',
 ]);
-/** Columns every record may have besides its fields; no field may take their names. */
-const IMPLICIT = new Set(['url', 'id', 'owner', 'created_at', 'updated_at']);
+/** Members every record may have besides its fields (`expand` with `?expand=`, REQUESTS.md §2); no field may take their names. */
+const IMPLICIT = new Set(['url', 'id', 'owner', 'created_at', 'updated_at', 'expand']);
 
 /** Whether a value is a declaration made by `defineResource` (across copies of the package). */
 export function isResource(value: unknown): value is Resource {

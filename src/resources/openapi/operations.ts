@@ -9,6 +9,8 @@ import { SUPPORTED_MEDIA_TYPES } from '../../http/parsers.js';
 import { JSON_TYPE } from '../../http/renderers.js';
 import type { View } from '../../http/view.js';
 import type { QueryFilter } from '../filters.js';
+import { expandPathsOf, MAX_EXPAND_PATHS } from '../viewset/expansion.js';
+import { fieldNamesOf } from '../viewset/sparse-fields.js';
 import { collectionPathOf, recordRouteOf, type ActionName, type Resource } from '../resource.js';
 import { ANONYMOUS_OR_ANY_SCHEME, ANY_SCHEME, ETAG, NOT_MODIFIED, problems, ref, success } from './components.js';
 import { defaultsInWords } from './schemas.js';
@@ -50,7 +52,7 @@ export function describePaths(
       // An action with its own docs (signup, `createDocs`) is described by them, as any view's.
       const declared = view.actions[method]!.docs ? null : declaredAction(resources, view, method);
       const operation = declared
-        ? resourceOperation(declared.resource, names.get(declared.resource.name)!, view, declared.action, filters.get(declared.resource.name) ?? [])
+        ? resourceOperation(declared.resource, names.get(declared.resource.name)!, view, declared.action, filters.get(declared.resource.name) ?? [], shapeParameters(declared.resource, resources))
         : genericOperation(view, method, parameters.length > 0);
       const stem = declared ? (declared.resource.nestedUnder ? pathStem(collectionPathOf(declared.resource)) : declared.resource.name) : pathStem(view.path);
       let operationId = `${stem}_${operation.action}`;
@@ -131,8 +133,46 @@ function declaredAction(resources: readonly Resource[], view: View, method: Oper
   return null;
 }
 
+/**
+ * `expand` and `fields` (REQUESTS.md §2, §3), comma-separated lists of the collection's relation
+ * paths and member names; `expand` only where the collection has relations.
+ */
+function shapeParameters(resource: Resource, resources: readonly Resource[]): ParameterObject[] {
+  const paths = expandPathsOf(resource, (name) => resources.find((other) => other.name === name));
+  const list = (names: string[], maxItems?: number): SchemaObject => ({ type: 'array', items: { type: 'string', enum: names }, ...(maxItems ? { maxItems } : {}) });
+  return [
+    ...(paths.length
+      ? [{
+          name: 'expand',
+          in: 'query' as const,
+          required: false,
+          description: 'Related records to show in the member `expand`, as a GET of them shows them to the caller; `a.b` expands inside `a` (3 levels at most). CSV ignores it.',
+          style: 'form' as const,
+          explode: false,
+          schema: list(paths, MAX_EXPAND_PATHS),
+        }]
+      : []),
+    {
+      name: 'fields',
+      in: 'query',
+      required: false,
+      description: 'Only these members of each record (`url` is always kept); `expand.NAME` keeps that expansion.',
+      style: 'form',
+      explode: false,
+      schema: list(fieldNamesOf(resource)),
+    },
+  ];
+}
+
 /** One declared action of a resource, with the schemas (named from `label`) and parameters its declaration gives. */
-function resourceOperation(resource: Resource, label: string, view: View, action: ActionName, queryFilters: readonly QueryFilter[]): OperationParts {
+function resourceOperation(
+  resource: Resource,
+  label: string,
+  view: View,
+  action: ActionName,
+  queryFilters: readonly QueryFilter[],
+  shape: readonly ParameterObject[],
+): OperationParts {
   const body = content(view.mediaTypes, ref('schemas', label));
   const detailBody = resource.detailOnly.length ? content(view.mediaTypes, ref('schemas', `${label}Detail`)) : body;
   switch (action) {
@@ -154,6 +194,7 @@ function resourceOperation(resource: Resource, label: string, view: View, action
             schema: { type: 'string', enum: orderings, default: resource.defaultOrdering },
           },
           ...filters,
+          ...shape,
           ref('parameters', 'If-None-Match'),
         ],
         responses: {
@@ -166,8 +207,8 @@ function resourceOperation(resource: Resource, label: string, view: View, action
     case 'retrieve':
       return {
         action,
-        parameters: [ref('parameters', 'If-None-Match')],
-        responses: { '200': success('The record.', ETAG, detailBody), ...NOT_MODIFIED, ...problems(401, 403, 404, 406, 429) },
+        parameters: [...shape, ref('parameters', 'If-None-Match')],
+        responses: { '200': success('The record.', ETAG, detailBody), ...NOT_MODIFIED, ...problems(400, 401, 403, 404, 406, 429) },
       };
     case 'create': {
       // Members only the create shows (a webhook's secret, once, with `Cache-Control: no-store`).

@@ -3,6 +3,7 @@
 // component names each collection takes (`Experience`, `PaginatedExperienceList` …).
 
 import { representationFields, type Resource } from '../resource.js';
+import { relationsOf } from '../viewset/expansion.js';
 import { ref } from './components.js';
 import type { SchemaObject } from './types.js';
 
@@ -36,6 +37,15 @@ export function recordSchema(resource: Resource): SchemaObject {
   }
   // Shown to some callers only (a user's roles), so never required.
   for (const [name, schema] of Object.entries(resource.callerMembers)) properties[name] = schema;
+  // Only with `?expand=` (REQUESTS.md §2); and `?fields=` leaves members out, whatever `required` says.
+  const relations = [...relationsOf(resource).keys()];
+  if (relations.length) {
+    properties.expand = {
+      type: 'object',
+      readOnly: true,
+      description: `With \`?expand=\`: each relation named (${relations.join(', ')}) as its record (null when unreadable) or list of records.`,
+    };
+  }
   // A field with a read rule is absent where the caller may not read it (ACCESS.md §3): never required.
   const required = representationFields(resource).filter((name) => !resource.fieldAccess[name]?.read);
   return { type: 'object', description: resource.description, required, properties };

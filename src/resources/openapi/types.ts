@@ -13,6 +13,9 @@ export interface ParameterObject {
   in: 'path' | 'query' | 'header';
   required: boolean;
   description?: string;
+  /** A comma-separated list is `form` without `explode` (`?expand=a,b`). */
+  style?: 'form' | 'simple';
+  explode?: boolean;
   schema: SchemaObject;
 }
 export interface HeaderObject {

@@ -4,6 +4,8 @@
 // (`http/pipeline.ts`). This file reads as the actions do; each step lives beside it:
 //   queryset.ts        which rows a request reaches (scope, filters, keyset page, record by id)
 //   representation.ts  rows as records, relations read per page
+//   expansion.ts       `?expand=`: related records inside a record, per page
+//   sparse-fields.ts   `?fields=`: only the members asked for
 //   input.ts           a body parsed through the fields; references and unique values checked
 //   writes.ts          the write transaction with its change listeners; insert and join tables
 //   delete-rules.ts    onDelete protect / setNull / cascade, set-based
@@ -17,20 +19,21 @@ import { ValidationError } from '../../http/errors.js';
 import { CursorCodec, parsePageRequest } from '../../http/pagination.js';
 import { parseId } from '../../http/paths.js';
 import { CSV_TYPE, HTML_TYPE, JSON_TYPE } from '../../http/renderers.js';
-import type { KeyAccess } from '../../http/scopes.js';
-import type { Action, ApiRequest, View } from '../../http/view.js';
+import { scopesAllow, type KeyAccess } from '../../http/scopes.js';
+import type { Action, ApiRequest, ApiResponse, View } from '../../http/view.js';
 import type { ParseContext } from '../fields/field.js';
-import { readsAreShared } from '../access/compile.js';
-import { fieldsAreShared, hiddenFields, unwritableFields, withoutFields } from '../access/field-rules.js';
+import { hiddenFields, unwritableFields, withoutFields } from '../access/field-rules.js';
 import { buildFilters } from '../filters.js';
 import { pageResponse } from '../keyset.js';
 import type { CollectionLookup } from '../relations.js';
 import { collectionPathOf, recordRouteOf, representationFields, type ActionContext, type Change, type ChangeListener, type Resource } from '../resource.js';
 import { buildDeleteRules } from './delete-rules.js';
+import { expandRecords, expansionIsShared, pagesAreShared, parseExpand, type ExpandTree, type ShownRecords } from './expansion.js';
 import { buildInputChecks } from './input.js';
 import { metadataOf } from './metadata.js';
 import { buildQueryset } from './queryset.js';
 import { buildRepresentation } from './representation.js';
+import { parseFields, pickColumns, pickFields, type FieldSelection } from './sparse-fields.js';
 import { buildWrites } from './writes.js';
 
 export const RECORD_MEDIA_TYPES = [JSON_TYPE, HTML_TYPE, CSV_TYPE] as const;
@@ -80,7 +83,7 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
   const filters = new Map(buildFilters(resource, context).map((filter) => [filter.param, filter]));
 
   const { represent, representOne } = buildRepresentation(resource, db, lookup);
-  const { listPath, listPage, loadRow, checkObjectPermission, checkRule } = buildQueryset(resource, { storage, db, cursors, filters });
+  const { listPath, listPage, loadRow, readableRows, checkObjectPermission, checkRule } = buildQueryset(resource, { storage, db, cursors, filters });
   const { readInput, hasStoredChecks, checkAgainstStored, uniqueMessage } = buildInputChecks(resource, context, lookup);
   const { compiledInsert, columnValues, writeReferenceLists, writeTransaction } = buildWrites(resource, { storage, listeners, uniqueMessage });
   const { deleteRecord, deleteBatch, clearReferences } = buildDeleteRules(resource, { storage, collections, viewSets, represent });
@@ -106,24 +109,69 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
     }
   }
 
+  /** `?expand=` and `?fields=` of a GET (REQUESTS.md §2, §3), read before any query: a bad one is a 400. */
+  function readShape(request: ApiRequest): Shape {
+    return { expand: parseExpand(resource, lookup, request.query.expand), fields: parseFields(resource, request.query.fields) };
+  }
+
+  /** Records expanded (not in CSV, REQUESTS.md §2) and cut to the fields asked for; the CSV's columns too. */
+  async function shaped(
+    request: ApiRequest,
+    shape: Shape,
+    records: Record<string, unknown>[],
+    view: View,
+    response: (records: Record<string, unknown>[]) => ApiResponse,
+  ): Promise<ApiResponse> {
+    if (shape.expand && request.mediaType !== CSV_TYPE) await expandRecords(resource, records, shape.expand, request, shownRecordsOf);
+    const { fields } = shape;
+    if (!fields) return response(records);
+    return { ...response(records.map((record) => pickFields(record, fields))), columns: pickColumns(view.columns ?? [], fields) };
+  }
+
+  /**
+   * Records of this collection by id as a GET of them would show them to the request's caller
+   * (another collection's `?expand=`): through the caller's API key scopes, the permission, the
+   * scope and read rule, and the hooks; expanded in turn by `tree`.
+   */
+  async function recordsShownTo(request: ApiRequest, ids: readonly number[], tree: ExpandTree): Promise<Map<number, Record<string, unknown>>> {
+    const shown = new Map<number, Record<string, unknown>>();
+    if (!has('list') && !has('retrieve')) return shown; // no GET shows them
+    const scopes = request.identity?.scopes;
+    if (scopes !== undefined && !scopesAllow(scopes, keyAccess, 'GET')) return shown;
+    if (!resource.permission.hasPermission({ method: 'GET', user: request.user })) return shown;
+    const rows = await readableRows(request, ids);
+    const records = await shownTo(request, rows, await represent(rows, db, false, request.user));
+    if (tree.size) await expandRecords(resource, records, tree, request, shownRecordsOf);
+    rows.forEach((row, index) => shown.set(Number(row.id), records[index]!));
+    return shown;
+  }
+  const shownRecordsOf: ShownRecords = (name, ids, tree, request) => viewSets.get(name)!.recordsShownTo(request, ids, tree);
+
   // A page is the same for everyone who may read it, so it is reused while no data changes; not
   // a scoped one (each caller's own webhooks), nor one with members only some callers see (a
   // user's roles), nor one whose records or reverse lists a read rule filters per caller
-  // (ACCESS.md §6), nor one with fields a read rule hides from some callers (ACCESS.md §3): a page
-  // served to one caller is never served to another.
-  const sharedPages =
-    !hooks.scope &&
-    !hooks.representFor &&
-    fieldsAreShared(resource) &&
-    [resource, ...Object.values(resource.related).map((relation) => lookup(relation.collection))].every((shown) => readsAreShared(shown?.access ?? null));
+  // (ACCESS.md §6), nor one with fields a read rule hides from some
+  // callers (ACCESS.md §3): a page served to one caller is never served to another. The same holds for
+  // every collection an `?expand=` reaches.
+  const sharedPages = pagesAreShared(resource, lookup);
+  function expansionShared(request: ApiRequest): boolean {
+    try {
+      const tree = request.mediaType === CSV_TYPE ? null : parseExpand(resource, lookup, request.query.expand);
+      return tree === null || expansionIsShared(resource, lookup, tree);
+    } catch {
+      return false; // a bad `expand` is the action's 400
+    }
+  }
 
   const list: Action = {
     permission: resource.permission,
-    ...(sharedPages ? { version: () => storage.dataVersion() } : {}),
+    ...(sharedPages ? { version: async (request: ApiRequest) => (expansionShared(request) ? storage.dataVersion() : null) } : {}),
     async handle(request) {
       const page = parsePageRequest(request.query, orderings, resource.defaultOrdering, cursors, listPath(request));
+      const shape = readShape(request);
       const found = await listPage(request, page);
-      return pageResponse(found, await shownTo(request, found.rows, await represent(found.rows, db, false, request.user)));
+      const records = await shownTo(request, found.rows, await represent(found.rows, db, false, request.user));
+      return shaped(request, shape, records, collection, (results) => pageResponse(found, results));
     },
   };
 
@@ -177,9 +225,10 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
   const retrieve: Action = {
     permission: resource.permission,
     async handle(request) {
+      const shape = readShape(request);
       const row = await loadRow(db, parseId(request.params[recordParam]), false, request);
       checkObjectPermission(request, row);
-      return { body: (await shownTo(request, [row], [await representOne(row, db, true, request.user)]))[0] };
+      return shaped(request, shape, await shownTo(request, [row], [await representOne(row, db, true, request.user)]), detail, ([record]) => ({ body: record }));
     },
   };
 
@@ -328,8 +377,14 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
     },
   }));
 
-  const self = { resource, db, collection, detail, views: [collection, detail, ...extraViews], filters: [...filters.values()], represent, representOne, loadRow, deleteRecord, deleteBatch, clearReferences };
+  const self = { resource, db, collection, detail, views: [collection, detail, ...extraViews], filters: [...filters.values()], represent, representOne, recordsShownTo, loadRow, deleteRecord, deleteBatch, clearReferences };
   return self;
 }
 
 export type ViewSet = ReturnType<typeof buildViewSet>;
+
+/** What a GET asks of its records' shape: the relations to expand and the fields to keep. */
+interface Shape {
+  readonly expand: ExpandTree | null;
+  readonly fields: FieldSelection | null;
+}

@@ -91,6 +91,24 @@ export function buildQueryset(resource: Resource, options: QuerysetOptions) {
   }
 
   /**
+   * The rows of `ids` the request's caller may read, within the `scope`: what another collection's
+   * `?expand=` shows of this one (REQUESTS.md §2), one query for a whole page. In slices, each
+   * within SQLite's 32,766 parameters.
+   */
+  async function readableRows(request: ApiRequest, ids: readonly number[]): Promise<Row[]> {
+    const scope = hooks.scope ? await hooks.scope(request) : null;
+    const readable = readCondition(resource.access, request.user);
+    const rows: Row[] = [];
+    for (let start = 0; start < ids.length; start += 10_000) {
+      let query = db.selectFrom(table).selectAll().where('id', 'in', ids.slice(start, start + 10_000));
+      if (scope) query = query.where(scope);
+      if (readable) query = query.where(readable);
+      rows.push(...((await query.orderBy('id').execute()) as Row[]));
+    }
+    return rows;
+  }
+
+  /**
    * Refuses a record the permission keeps from the caller: 403, or 401 to an anonymous one. With
    * rules there is no object permission: `checkRule` judges the record.
    */
@@ -114,5 +132,5 @@ export function buildQueryset(resource: Resource, options: QuerysetOptions) {
     if (!holds) throw permissionDenied(request.identity);
   }
 
-  return { listPath, listPage, loadRow, checkObjectPermission, checkRule };
+  return { listPath, listPage, loadRow, readableRows, checkObjectPermission, checkRule };
 }
