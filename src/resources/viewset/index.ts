@@ -11,6 +11,7 @@
 
 import type { Storage } from '../../db/database.js';
 import type { DynamicDb, Row } from '../../db/dynamic-tables.js';
+import type { WriteUnit } from '../../db/write-unit.js';
 import { columnOf } from '../../db/schema-state.js';
 import { assertRecordMatches } from '../../http/conditional.js';
 import { ValidationError } from '../../http/errors.js';
@@ -84,6 +85,14 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
   const { compiledInsert, columnValues, writeReferenceLists, writeTransaction } = buildWrites(resource, { storage, listeners, uniqueMessage });
   const { deleteRecord, deleteBatch, clearReferences } = buildDeleteRules(resource, { storage, collections, viewSets, represent });
 
+  /** What a request reads through: its write unit's transaction when it has one (db/write-unit.ts), else `db`. */
+  const readerOf = (request: ApiRequest): DynamicDb => request.unit?.trx ?? db;
+  /** Runs `callback` once the request's write has committed: now, or after its unit's commit. */
+  function afterCommitOf(request: ApiRequest, callback: () => void): void {
+    if (request.unit) request.unit.afterCommit.push(callback);
+    else callback();
+  }
+
   /** Records as the request's caller sees them: copies with what `hooks.representFor` adds for them. */
   function shownTo(request: ApiRequest, rows: readonly Row[], records: Record<string, unknown>[]): Record<string, unknown>[] {
     if (!hooks.representFor) return records;
@@ -107,7 +116,7 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
     async handle(request) {
       const page = parsePageRequest(request.query, orderings, resource.defaultOrdering, cursors, listPath(request));
       const found = await listPage(request, page);
-      return pageResponse(found, shownTo(request, found.rows, await represent(found.rows, db, false, request.user)));
+      return pageResponse(found, shownTo(request, found.rows, await represent(found.rows, readerOf(request), false, request.user)));
     },
   };
 
@@ -142,8 +151,8 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
         const representation = await representOne(row, trx, false, request.user);
         await notify(trx, { resource, action: 'created', record: representation, actor: user });
         return { record: representation, row, extras: (await hooks.afterCreate?.(trx, row, representation, request)) ?? {} };
-      });
-      extras.afterCommit?.();
+      }, request.unit);
+      if (extras.afterCommit) afterCommitOf(request, extras.afterCommit);
       const [shown] = shownTo(request, [row], [record]);
       return { status: 201, body: extras.body ? { ...shown, ...extras.body } : shown, headers: { location: String(record.url), ...extras.headers } };
     },
@@ -152,9 +161,10 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
   const retrieve: Action = {
     permission: resource.permission,
     async handle(request) {
-      const row = await loadRow(db, parseId(request.params[recordParam]), false, request);
+      const reader = readerOf(request);
+      const row = await loadRow(reader, parseId(request.params[recordParam]), false, request);
       checkObjectPermission(request, row);
-      return { body: shownTo(request, [row], [await representOne(row, db, true, request.user)])[0] };
+      return { body: shownTo(request, [row], [await representOne(row, reader, true, request.user)])[0] };
     },
   };
 
@@ -169,7 +179,7 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
         // Checks with I/O run outside the transaction, once the record is known to be the caller's.
         let validated: ReturnType<typeof readInput> | null = null;
         if (hooks.validate) {
-          checkObjectPermission(request, await loadRow(db, id, false, request));
+          checkObjectPermission(request, await loadRow(readerOf(request), id, false, request));
           validated = readInput(data, partial);
           await hooks.validate(validated.values, validated.errors, request);
           if (Object.keys(validated.errors).length && !hasStoredChecks(data)) throw new ValidationError(validated.errors);
@@ -205,8 +215,8 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
           for (const [name] of changed) if (!resource.fields[name]!.writeOnly) changes[name] = { from: before[name] };
           await notify(trx, { resource, action: 'updated', record: representation, changes, actor: user });
           return { record: representation, row: updated };
-        });
-        for (const then of afterCommit) then();
+        }, request.unit);
+        for (const then of afterCommit) afterCommitOf(request, then);
         return { body: shownTo(request, [shownRow], [record])[0] };
       },
     };
@@ -228,8 +238,8 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
         const then = await hooks.beforeDelete?.(trx, row, request);
         if (then) afterCommit.push(then);
         await deleteRecord(trx, row, before, notify, user);
-      });
-      for (const then of afterCommit) then();
+      }, request.unit);
+      for (const then of afterCommit) afterCommitOf(request, then);
       return { status: 204 };
     },
   };
@@ -271,19 +281,28 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
     ...(resource.pages.record ? { page: resource.pages.record } : {}),
   };
 
-  // DRF's @action routes: each runs behind its own permission or the collection's, with the scoped record.
-  const actionContext: ActionContext = {
-    async loadRow(request, id) {
-      const row = await loadRow(db, id ?? parseId(request.params[recordParam]), false, request);
-      checkObjectPermission(request, row);
-      return row;
-    },
-    transact: (work) => writeTransaction((trx) => work(trx)),
-    async represent(rows, { detail = false, request } = {}) {
-      const records = await represent(rows, db, detail, request?.user ?? null);
-      return request ? shownTo(request, rows, records) : records;
-    },
-  };
+  // DRF's @action routes: each runs behind its own permission or the collection's, with the scoped
+  // record; a request with a write unit gets a context that reads and writes through it.
+  function actionContextOf(unit?: WriteUnit): ActionContext {
+    const reader = unit?.trx ?? db;
+    return {
+      async loadRow(request, id) {
+        const row = await loadRow(reader, id ?? parseId(request.params[recordParam]), false, request);
+        checkObjectPermission(request, row);
+        return row;
+      },
+      transact: (work) => writeTransaction((trx) => work(trx), unit),
+      async represent(rows, { detail = false, request } = {}) {
+        const records = await represent(rows, reader, detail, request?.user ?? null);
+        return request ? shownTo(request, rows, records) : records;
+      },
+      afterCommit(callback) {
+        if (unit) unit.afterCommit.push(callback);
+        else callback();
+      },
+    };
+  }
+  const actionContext = actionContextOf();
   const extraViews: View[] = resource.extraActions.map((extra) => ({
     name: extra.name,
     description: extra.description,
@@ -295,7 +314,7 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
       [extra.method ?? 'POST']: {
         permission: extra.permission ?? resource.permission,
         ...(extra.docs ? { docs: extra.docs } : {}),
-        handle: (request: ApiRequest) => extra.handle(request, actionContext),
+        handle: (request: ApiRequest) => extra.handle(request, request.unit ? actionContextOf(request.unit) : actionContext),
       },
     },
   }));

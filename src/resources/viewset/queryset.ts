@@ -52,7 +52,7 @@ export function buildQueryset(resource: Resource, options: QuerysetOptions) {
 
   /** One page of the list: scoped, filtered, in the requested ordering. */
   async function listPage(request: ApiRequest, page: PageRequest) {
-    let query = db.selectFrom(table).selectAll();
+    let query = (request.unit?.trx ?? db).selectFrom(table).selectAll();
     if (hooks.scope) query = query.where(await hooks.scope(request));
     const readable = readCondition(resource.access, request.user);
     if (readable) query = query.where(readable);
