@@ -21,10 +21,13 @@ export async function findStoredResponse(executor: DynamicDb, userId: number, ke
     .executeTakeFirst()) as StoredResponse | undefined;
 }
 
-/** Stores a response in `trx`, replacing an expired one not yet pruned under the same key. */
+/**
+ * Stores a response in `trx`, replacing an expired one not yet pruned under the same key (an
+ * unexpired one cannot be there: the key is held, and was looked up, in this transaction).
+ */
 export async function storeResponse(trx: DynamicDb, row: StoredResponse): Promise<void> {
-  await trx.deleteFrom('idempotency_keys').where('user_id', '=', row.user_id).where('key', '=', row.key).where('expires_at', '<=', row.created_at).execute();
-  await trx.insertInto('idempotency_keys').values(row).execute();
+  const { user_id: _user, key: _key, ...rest } = row;
+  await trx.insertInto('idempotency_keys').values(row).onConflict((conflict) => conflict.columns(['user_id', 'key']).doUpdateSet(rest)).execute();
 }
 
 /**

@@ -120,7 +120,9 @@ export function createIdempotency({ storage, sealer, ttlMs }: IdempotencyOptions
         }
         if (isStored(representation.status)) {
           const now = Date.now();
-          const { headers, contentType, etag } = representation;
+          const { contentType, etag } = representation;
+          // The rate-limit headers are the replay's own (a batch sets X-Rate-Limit-Remaining).
+          const headers = Object.fromEntries(Object.entries(representation.headers ?? {}).filter(([name]) => !name.startsWith('x-rate-limit-')));
           await storeResponse(trx, {
             user_id: userId,
             key,
