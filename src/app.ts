@@ -15,12 +15,14 @@ import { buildOpenApi } from './resources/openapi/document.js';
 import { registerOperations } from './http/operations.js';
 import { CursorCodec } from './http/pagination.js';
 import { BODY_LIMIT } from './http/parsers.js';
+import { createIdempotency } from './http/idempotency.js';
 import { createPipeline } from './http/pipeline.js';
 import { clientErrorHandler, createProblemHandler, frameworkErrorHandler, notFoundHandler } from './http/problem-handler.js';
 import { securityHeaders } from './http/security-headers.js';
 import { METHODS, type View } from './http/view.js';
 import { apiKeysResource, keyScopes } from './resources/api-keys.js';
 import { authViews } from './resources/auth-views.js';
+import { batchView } from './resources/batch.js';
 import { docsViews } from './resources/openapi/views.js';
 import { buildRegistry, type Registry } from './resources/registry.js';
 import type { QueryFilter } from './resources/filters.js';
@@ -110,7 +112,10 @@ export async function buildApp(config: Config, storage: Storage, options: AppOpt
   const limiters = options.limiterFactory ?? redis?.limiters ?? memoryLimiter;
   const auth = await createAuthentication({ config, storage, keys, users: userStore, limiterFactory: limiters });
   const throttle = new RequestThrottle({ anon: config.rateLimitAnon, user: config.rateLimitUser }, limiters);
-  const pipeline = createPipeline({ authenticators: auth.authenticators, throttle });
+  const secretBox = createSecretBox(keys.secretKey);
+  // Stored responses are sealed as webhook secrets are: one may hold a secret shown once (REQUESTS.md §1).
+  const idempotency = createIdempotency({ storage, sealer: secretBox, ttlMs: config.idempotencyTtlMs });
+  const pipeline = createPipeline({ authenticators: auth.authenticators, throttle, idempotency });
 
   server.decorateRequest('api', null);
   const outage = new DatabaseOutage(storage.ping, server.log);
@@ -142,7 +147,6 @@ export async function buildApp(config: Config, storage: Storage, options: AppOpt
   server.addHook('onRequest', pipeline.initial);
 
   const cursors = new CursorCodec(keys.derive('cursor'));
-  const secretBox = createSecretBox(keys.secretKey);
   const dispatcher = createDispatcher(config, storage, { secretKey: keys.secretKey, log: server.log, registry: metrics.registry });
   // Waking a dispatcher that is not started does nothing; workers elsewhere hear NOTIFY
   // (PostgreSQL), and a cluster's primary hears onDeliveriesQueued.
@@ -189,6 +193,8 @@ export async function buildApp(config: Config, storage: Storage, options: AppOpt
     ...authViews({ ...auth, users: userStore }),
     eventCatalogView(collections),
     loginView,
+    // Its requests go to the collection and record views, through the same permit stage (REQUESTS.md §4).
+    batchView({ storage, charge: pipeline.charge, views: () => [...viewSets.values()].flatMap((viewSet) => [viewSet.collection, viewSet.detail]) }),
   ];
   // API.md §5: generated on first request from the declarations and every view registered here.
   views.push(...docsViews(() => buildOpenApi({

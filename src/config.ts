@@ -58,6 +58,8 @@ export interface Config {
   readonly deliveryRetentionMs: number;
   /** How often the dispatcher prunes the delivery log (DELIVERY_PRUNE_INTERVAL_SECONDS, 300). */
   readonly deliveryPruneIntervalMs: number;
+  /** How long a response stored under an Idempotency-Key is replayed (IDEMPOTENCY_TTL_HOURS, 24; REQUESTS.md §1). */
+  readonly idempotencyTtlMs: number;
   readonly accessTokenSeconds: number;
   readonly refreshTokenSeconds: number;
   readonly sessionIdleSeconds: number;
@@ -231,6 +233,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, folders: Folder
     webhookTimeoutMs: int('WEBHOOK_TIMEOUT_SECONDS', 10, 1, 60) * 1000,
     deliveryRetentionMs: int('DELIVERY_RETENTION_DAYS', 30, 1, 3650) * 86_400_000,
     deliveryPruneIntervalMs: int('DELIVERY_PRUNE_INTERVAL_SECONDS', 300, 1, 86_400) * 1000,
+    idempotencyTtlMs: int('IDEMPOTENCY_TTL_HOURS', 24, 1, 24 * 365) * 3_600_000,
     accessTokenSeconds: int('ACCESS_TOKEN_SECONDS', 900, 1, 86_400),
     refreshTokenSeconds: int('REFRESH_TOKEN_SECONDS', 14 * 86_400, 60, 365 * 86_400),
     sessionIdleSeconds: int('SESSION_IDLE_SECONDS', 2 * 3600, 60, 365 * 86_400),

@@ -21,7 +21,8 @@ interface Doc {
   webhooks: Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
 }
 
-const ERROR_STATUSES = ['400', '401', '403', '404', '405', '406', '409', '412', '413', '415', '429'];
+// 422: an Idempotency-Key used with another request (REQUESTS.md §1).
+const ERROR_STATUSES = ['400', '401', '403', '404', '405', '406', '409', '412', '413', '415', '422', '429'];
 const RFC3339 = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)$/;
 
 // OpenAPI's storage is sqlite-or-postgres agnostic: the document comes from declarations and views.
@@ -190,6 +191,23 @@ describe('OpenAPI document and docs page', () => {
         errors: { type: 'object' },
       });
       expect(Object.keys(doc.components.headers)).toEqual(expect.arrayContaining(['X-Rate-Limit-Limit', 'X-Rate-Limit-Remaining', 'X-Rate-Limit-Reset']));
+    });
+
+    it('documents Idempotency-Key on every POST and PATCH but signing in, and the batch endpoint (REQUESTS.md §1, §4)', () => {
+      const key = { $ref: '#/components/parameters/Idempotency-Key' };
+      for (const [path, item] of Object.entries(doc.paths)) {
+        for (const method of ['post', 'patch', 'put', 'delete']) {
+          const operation = (item as Record<string, { parameters?: unknown[] }>)[method];
+          if (!operation) continue;
+          const takesKey = (method === 'post' || method === 'patch') && !path.startsWith('/api/v1/auth/');
+          const hasKey = (operation.parameters ?? []).some((parameter) => JSON.stringify(parameter) === JSON.stringify(key));
+          expect(hasKey, `${method} ${path}`).toBe(takesKey);
+        }
+      }
+      expect(doc.components.parameters['Idempotency-Key']).toMatchObject({ in: 'header', schema: { maxLength: 255 } });
+      const batch = doc.paths['/api/v1/batch/'].post;
+      expect(batch.requestBody.content['application/json'].schema.properties.requests).toMatchObject({ minItems: 1, maxItems: 100 });
+      expect(Object.keys(batch.responses)).toEqual(expect.arrayContaining(['200', '400', '409', '422', '429']));
     });
 
     it('declares Basic, Bearer (JWT) and session-cookie security', () => {

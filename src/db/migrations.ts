@@ -211,6 +211,26 @@ const MIGRATIONS: Record<string, Migration> = {
       await db.schema.createIndex('api_keys_owner').on('api_keys').columns(['owner_id', 'id']).execute();
     },
   },
+  '0011_idempotency_keys': {
+    async up(db) {
+      // REQUESTS.md §1: a write's response under its caller's Idempotency-Key, stored in the
+      // write's own transaction and kept until `expires_at` (IDEMPOTENCY_TTL_HOURS; pruned with
+      // the delivery log). `body` is sealed (it may hold a secret shown once).
+      await db.schema
+        .createTable('idempotency_keys')
+        .addColumn('user_id', 'bigint', (c) => c.notNull().references('users.id').onDelete('cascade'))
+        .addColumn('key', 'varchar(255)', (c) => c.notNull())
+        .addColumn('request_hash', 'varchar(64)', (c) => c.notNull())
+        .addColumn('status', 'integer', (c) => c.notNull())
+        .addColumn('headers', 'text', (c) => c.notNull())
+        .addColumn('body', 'text')
+        .addColumn('created_at', 'bigint', (c) => c.notNull())
+        .addColumn('expires_at', 'bigint', (c) => c.notNull())
+        .addPrimaryKeyConstraint('idempotency_keys_pkey', ['user_id', 'key'])
+        .execute();
+      await db.schema.createIndex('idempotency_keys_expiry').on('idempotency_keys').column('expires_at').execute();
+    },
+  },
 };
 
 const provider: MigrationProvider = { getMigrations: async () => MIGRATIONS };

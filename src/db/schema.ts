@@ -14,6 +14,22 @@ export interface Database {
   webhooks: WebhooksTable;
   deliveries: DeliveriesTable;
   api_keys: ApiKeysTable;
+  idempotency_keys: IdempotencyKeysTable;
+}
+
+/** A response stored under its caller's Idempotency-Key (REQUESTS.md §1; db/idempotency-keys.ts). */
+export interface IdempotencyKeysTable {
+  user_id: number;
+  key: string;
+  /** SHA-256 of the method, path and body: the same key with another request is a 422. */
+  request_hash: string;
+  status: number;
+  /** JSON: the response's headers, content type and ETag. */
+  headers: string;
+  /** The rendered body, sealed; null for a response without one (204). */
+  body: string | null;
+  created_at: number;
+  expires_at: number;
 }
 
 export interface UsersTable {

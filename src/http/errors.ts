@@ -188,3 +188,55 @@ export class Conflict extends ApiError {
   override readonly code = 'conflict';
   override readonly title = 'Conflict';
 }
+
+/** A request with this Idempotency-Key is still being processed (REQUESTS.md §1): retry later. */
+export class IdempotencyKeyInUse extends ApiError {
+  override readonly status = 409;
+  override readonly code = 'idempotency_key_in_use';
+  override readonly title = 'Request in progress';
+  override readonly headers: Record<string, string> = { 'retry-after': '1' };
+  constructor(detail = 'A request with this Idempotency-Key is still being processed; nothing was done. Retry shortly.') {
+    super(detail);
+  }
+}
+
+/** The Idempotency-Key was used with another request (method, path or body) (REQUESTS.md §1). */
+export class IdempotencyKeyReused extends ApiError {
+  override readonly status = 422;
+  override readonly code = 'idempotency_key_reused';
+  override readonly title = 'Idempotency-Key reused';
+  constructor(detail = 'This Idempotency-Key was used with a different request (method, path or body); nothing was done.') {
+    super(detail);
+  }
+}
+
+/**
+ * A request of a batch failed (REQUESTS.md §4): its status, title and errors, with its position
+ * (`failed_index`) and the answers of the requests before it; nothing of the batch was stored.
+ */
+export class BatchRequestFailed extends ApiError {
+  override readonly status: number;
+  override readonly code: string;
+  override readonly title: string;
+  constructor(failed: ApiError, index: number, responses: readonly unknown[]) {
+    super(failed.detail);
+    this.status = failed.status;
+    this.code = failed.code;
+    this.title = failed.title;
+    // A 403 or 412 carries no `errors` (REQUESTS.md §4); challenges stay with the batch itself.
+    const { errors, ...extensions } = failed.extensions;
+    Object.assign(this.extensions, extensions, errors !== undefined && failed.status !== 403 && failed.status !== 412 ? { errors } : {}, { failed_index: index, responses });
+    for (const [name, value] of Object.entries(failed.headers)) if (name !== 'www-authenticate') this.headers[name] = value;
+  }
+}
+
+/** The problem+json body of an error (RFC 9457), built once here for every response that carries one. */
+export function problemBody(error: ApiError): { type: string; title: string; status: number; detail: string; [member: string]: unknown } {
+  return {
+    type: `urn:restwire:problem:${error.code}`,
+    title: error.title,
+    status: error.status,
+    detail: error.detail,
+    ...error.extensions,
+  };
+}

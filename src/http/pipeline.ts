@@ -2,6 +2,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Authenticator, Identity, User } from './caller.js';
 import type { RequestThrottle, ThrottleState } from './throttling/request-throttle.js';
 import { entityTag, noneMatch } from './conditional.js';
+import { readIdempotencyKey, takesIdempotencyKey, type Idempotency } from './idempotency.js';
 import { InsufficientScope, MethodNotAllowed, NotAcceptable, NotAuthenticated, PermissionDenied, Throttled, type ApiError } from './errors.js';
 import { negotiate } from './negotiation.js';
 import { parseBody, type RequestData } from './parsers.js';
@@ -10,7 +11,7 @@ import { BROWSABLE_SECURITY_HEADERS } from './security-headers.js';
 import { CONTENT_TYPES, CSV_TYPE, HTML_TYPE, JSON_TYPE, renderCsv, renderJson, type Renderer } from './renderers.js';
 import { RepresentationCache, type CachedRepresentation } from './representation-cache.js';
 import { scopesAllow } from './scopes.js';
-import { allowedMethods, type ApiRequest, type ApiResponse, type Method, type View } from './view.js';
+import { allowedMethods, type Action, type ApiRequest, type ApiResponse, type Method, type View } from './view.js';
 
 /**
  * The request pipeline, in the order DRF's `APIView.initial()` reads, adapted to Fastify's
@@ -18,7 +19,9 @@ import { allowedMethods, type ApiRequest, type ApiResponse, type Method, type Vi
  *
  *   initial  (onRequest, headers only)   route → 405 → negotiate → authenticate → throttle
  *   (Fastify reads the body, up to 1 MiB → 413)
- *   dispatch (route handler)              permit → handle (parses the body on first use) → render
+ *   dispatch (route handler)              permit → Idempotency-Key (replay, or handle in a write
+ *                                         unit that stores the response: idempotency.ts)
+ *                                         → handle (parses the body on first use) → render
  *                                         (a GET whose action has a `version` may reuse its last rendering)
  *
  * Throttling runs for every request that reaches `initial`, even one refused on the way (API.md
@@ -94,6 +97,8 @@ export interface PipelineOptions {
   /** Tried in order; the first that recognises the request decides (API.md §3). */
   readonly authenticators: readonly Authenticator[];
   readonly throttle: RequestThrottle;
+  /** Keyed POST and PATCH requests (REQUESTS.md §1); without it the header is ignored. */
+  readonly idempotency?: Idempotency;
 }
 
 /** The refusal DRF gives: 401 when the caller did not authenticate, 403 when they did. */
@@ -101,7 +106,20 @@ export function permissionDenied(identity: Identity | null): ApiError {
   return identity === null ? new NotAuthenticated() : new PermissionDenied();
 }
 
-export function createPipeline({ authenticators, throttle }: PipelineOptions) {
+/**
+ * The permit stage: the action `method` runs on `view`, if an API key's scopes allow it (ACCESS.md
+ * §5) and then the action's permission does (401 / 403). A batch's requests pass it one by one.
+ */
+export function permittedAction(view: View, method: Method, identity: Identity | null): Action {
+  const scopes = identity?.scopes;
+  if (scopes !== undefined && !scopesAllow(scopes, view.keyAccess, method)) throw new InsufficientScope();
+  const action = view.actions[method === 'HEAD' ? 'GET' : (method as keyof View['actions'])];
+  if (action === undefined) throw new MethodNotAllowed(method, allowedMethods(view));
+  if (!action.permission.hasPermission({ method, user: identity?.user ?? null })) throw permissionDenied(identity);
+  return action;
+}
+
+export function createPipeline({ authenticators, throttle, idempotency }: PipelineOptions) {
   const representations = new RepresentationCache();
 
   async function authenticate(request: FastifyRequest): Promise<Identity | null> {
@@ -155,16 +173,24 @@ export function createPipeline({ authenticators, throttle }: PipelineOptions) {
     const state = request.api!;
     const view = state.view!;
     const method = request.method as Method;
-    // An API key first: within its scopes, whatever its user may do (ACCESS.md §5; OPTIONS is a read).
-    const scopes = state.identity?.scopes;
-    if (scopes !== undefined && !scopesAllow(scopes, view.keyAccess, method)) throw new InsufficientScope();
     if (method === 'OPTIONS') {
+      // An API key first: within its scopes, whatever its user may do (ACCESS.md §5; OPTIONS is a read).
+      const scopes = state.identity?.scopes;
+      if (scopes !== undefined && !scopesAllow(scopes, view.keyAccess, method)) throw new InsufficientScope();
       reply.header('allow', allowedMethods(view).join(', '));
       return send(request, reply, render(request, reply, view, { body: describe(view, state.identity?.user ?? null) }));
     }
-    const action = view.actions[method === 'HEAD' ? 'GET' : (method as keyof View['actions'])]!;
+    const action = permittedAction(view, method, state.identity);
     const apiRequest = toApiRequest(request, state);
-    if (!action.permission.hasPermission({ method, user: apiRequest.user })) throw permissionDenied(state.identity);
+    // After permission: a write that needs a user is a 401 with or without a key (REQUESTS.md §1).
+    const idempotencyKey = idempotency && takesIdempotencyKey(method, state.path) ? readIdempotencyKey(request, state.identity !== null) : null;
+    if (idempotencyKey !== null) {
+      const { representation, replayed } = await idempotency!(request, state.identity!.user.id, idempotencyKey, async (unit) =>
+        render(request, reply, view, await action.handle({ ...apiRequest, unit })),
+      );
+      if (replayed) reply.header('idempotent-replayed', 'true');
+      return send(request, reply, representation);
+    }
     // Asked before the action reads, so what is filed under a version is never older than it.
     // HTML pages show the caller and their rate-limit headers, so they are never reused.
     const reusable = action.version && (method === 'GET' || method === 'HEAD') && state.mediaType !== HTML_TYPE;
@@ -179,7 +205,18 @@ export function createPipeline({ authenticators, throttle }: PipelineOptions) {
     send(request, reply, representation);
   }
 
-  return { initial, dispatch };
+  /**
+   * Counts `points` more requests against the caller of `request` (a batch's requests, REQUESTS.md
+   * §4): a 429 counting none when fewer are left. Returns what X-Rate-Limit-Remaining now says.
+   */
+  async function charge(request: ApiRequest, points: number): Promise<number> {
+    const key = request.identity ? { userId: request.identity.user.id } : { ip: request.raw.ip };
+    const result = await throttle.take(key, points);
+    if (!result.allowed) throw new Throttled(Math.max(1, result.resetSeconds), `This batch counts as ${points + 1} requests; only ${result.remaining + 1} were left in this window.`);
+    return result.remaining;
+  }
+
+  return { initial, dispatch, charge };
 }
 
 function toApiRequest(request: FastifyRequest, state: ApiState): ApiRequest {

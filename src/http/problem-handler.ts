@@ -2,7 +2,7 @@ import { STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { isDatabaseUnavailable, type DatabaseOutage } from '../db/outage.js';
-import { ApiError, DatabaseUnavailable, HeadersTooLarge, NotFound, ParseError, PayloadTooLarge, RequestTimeout, UnsupportedMediaType } from './errors.js';
+import { ApiError, DatabaseUnavailable, problemBody, HeadersTooLarge, NotFound, ParseError, PayloadTooLarge, RequestTimeout, UnsupportedMediaType } from './errors.js';
 import { SUPPORTED_MEDIA_TYPES } from './parsers.js';
 import { renderProblemPage } from './browsable/index.js';
 import { API_PREFIX, requestPath, requestTarget } from './pipeline.js';
@@ -33,16 +33,6 @@ function fromFastify(error: FastifyError): ApiError | null {
       }
       return null;
   }
-}
-
-function problemBody(error: ApiError) {
-  return {
-    type: `urn:restwire:problem:${error.code}`,
-    title: error.title,
-    status: error.status,
-    detail: error.detail,
-    ...error.extensions,
-  };
 }
 
 /** Sends an ApiError as problem+json; without `challenge`, a 401 carries no WWW-Authenticate. */

@@ -21,6 +21,8 @@ const READS = new Set(['GET', 'HEAD', 'OPTIONS']);
 export function scopesAllow(scopes: readonly string[], access: KeyAccess | undefined, method: string): boolean {
   const needs = READS.has(method) ? 'read' : 'write';
   if (access === undefined) return needs === 'read';
+  // A view of every collection (the batch, REQUESTS.md §4) lets each of its requests be judged on its own.
+  if (access.collection === '*') return access.most === 'write' || needs === 'read';
   if (access.most === 'none' || (access.most === 'read' && needs === 'write')) return false;
   return scopes.some((scope) => {
     const colon = scope.lastIndexOf(':');

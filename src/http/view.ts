@@ -1,4 +1,5 @@
 import type { FastifyRequest } from 'fastify';
+import type { WriteUnit } from '../db/write-unit.js';
 import type { Identity, Permission, User } from './caller.js';
 import type { RequestData } from './parsers.js';
 import type { KeyAccess } from './scopes.js';
@@ -21,6 +22,12 @@ export interface ApiRequest {
   readonly mediaType: string;
   /** The parsed body (parsed once, on first use). */
   data(): Promise<RequestData>;
+  /**
+   * The transaction this request's writes join, when its owner opened one (an Idempotency-Key,
+   * a batch): the action reads and writes through it and leaves committing, and what runs after
+   * the commit, to the owner (`db/write-unit.ts`).
+   */
+  readonly unit?: WriteUnit;
 }
 
 /** What a handler returns; the pipeline renders it in the negotiated media type. */

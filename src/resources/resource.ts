@@ -116,10 +116,12 @@ export interface CreateExtras {
 export interface ActionContext {
   /** The record of the URL (or of `id`), through `scope` and the object permission (404 / 403). */
   loadRow(request: ApiRequest, id?: number): Promise<Row>;
-  /** A write transaction (Storage.transact), its constraint errors turned into 400/409. */
+  /** A write transaction (Storage.transact, or a savepoint of the request's write unit), its constraint errors turned into 400/409. */
   transact<T>(work: (trx: DynamicDb) => Promise<T>): Promise<T>;
   /** Rows as records, as `request`'s caller sees them when given: reverse lists hold what they may read, and `hooks.representFor`'s members. */
   represent(rows: readonly Row[], options?: { detail?: boolean; request?: ApiRequest }): Promise<Record<string, unknown>[]>;
+  /** Runs `callback` once the action's writes have committed: at once, or after its write unit's commit. */
+  afterCommit(callback: () => void): void;
 }
 
 /** DRF's @action: a route on the collection (`detail: false`) or on a record, beside the six. */

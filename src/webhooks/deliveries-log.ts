@@ -221,7 +221,7 @@ export function deliveriesResource({ storage, wake }: { storage: Storage; wake: 
     detailOnly: ['request', 'response'],
     hooks: {
       async scope(request) {
-        const webhook = await loadOwnWebhook(db, request);
+        const webhook = await loadOwnWebhook(request.unit?.trx ?? db, request);
         return (eb) => eb('webhook_id', '=', webhook.id);
       },
       async represent(rows, out, { detail, executor }) {
@@ -259,7 +259,7 @@ export function deliveriesResource({ storage, wake }: { storage: Storage; wake: 
           },
         },
         async handle(request, viewSet) {
-          const webhook = await loadOwnWebhook(db, request);
+          const webhook = await loadOwnWebhook(request.unit?.trx ?? db, request);
           const { queued, remaining } = await viewSet.transact((trx) =>
             redeliver(storage, trx, {
               webhookId: webhook.id,
@@ -267,7 +267,7 @@ export function deliveriesResource({ storage, wake }: { storage: Storage; wake: 
               limit: MAX_REDELIVERIES_PER_DAY,
             }),
           );
-          if (queued > 0) wake();
+          if (queued > 0) viewSet.afterCommit(wake);
           return { status: 202, body: remaining > 0 ? { redelivered: queued, remaining } : { redelivered: queued } };
         },
       },
@@ -304,7 +304,7 @@ export function deliveriesResource({ storage, wake }: { storage: Storage; wake: 
           },
         },
         async handle(request, viewSet) {
-          const webhook = await loadOwnWebhook(db, request);
+          const webhook = await loadOwnWebhook(request.unit?.trx ?? db, request);
           const { since, until, status } = readReplay(await request.data());
           const { queued, remaining } = await viewSet.transact((trx) =>
             redeliver(storage, trx, {
@@ -315,7 +315,7 @@ export function deliveriesResource({ storage, wake }: { storage: Storage; wake: 
               limit: MAX_REPLAY,
             }),
           );
-          if (queued > 0) wake();
+          if (queued > 0) viewSet.afterCommit(wake);
           return { status: 202, body: { redelivered: queued, remaining } };
         },
       },
@@ -331,7 +331,7 @@ export function deliveriesResource({ storage, wake }: { storage: Storage; wake: 
             await redeliver(storage, trx, { webhookId: Number(original.webhook_id), selection: (eb) => eb('d.id', '=', original.id), limit: 1 });
             return (await trx.selectFrom('deliveries').selectAll().where('guid', '=', original.guid).orderBy('id', 'desc').limit(1).executeTakeFirstOrThrow()) as Row;
           });
-          wake();
+          viewSet.afterCommit(wake);
           return { status: 202, body: (await viewSet.represent([created]))[0] };
         },
       },

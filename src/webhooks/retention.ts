@@ -1,5 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify';
 import { sql, type Kysely } from 'kysely';
+import { pruneStoredResponses } from '../db/idempotency-keys.js';
 import type { Database } from '../db/schema.js';
 
 // The "prune" stage of the webhook pipeline (STYLE.md 7; issue 11, finding 2): the delivery log
@@ -115,6 +116,9 @@ export function schedulePruning(db: Kysely<Database>, { retentionMs = 30 * 86_40
     try {
       const done = await pruneDeliveries(db, { before: Date.now() - retentionMs, onBatch });
       if (done.deleted > 0 || done.truncated > 0) log.info(done, 'pruned the delivery log');
+      // Responses stored under Idempotency-Keys expire by IDEMPOTENCY_TTL_HOURS (REQUESTS.md §1).
+      const expired = await pruneStoredResponses(db, Date.now());
+      if (expired > 0) log.info({ expired }, 'pruned expired idempotency keys');
     } catch (error) {
       log.warn({ err: error }, 'could not prune the delivery log; will try again');
     }

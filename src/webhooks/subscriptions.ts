@@ -282,7 +282,7 @@ export function webhooksResource(options: WebhookOptions): Resource {
         async handle(request, viewSet) {
           const [webhook] = await viewSet.represent([await viewSet.loadRow(request)]);
           await viewSet.transact((trx) => enqueuePing(trx, webhook!, request));
-          wake();
+          viewSet.afterCommit(wake);
           return { status: 204 };
         },
       },

@@ -20,6 +20,17 @@ describe('RequestThrottle (memory)', () => {
     ]);
   });
 
+  it('takes several requests at once only when that many are left (a batch, REQUESTS.md §4)', async () => {
+    const throttle = new RequestThrottle(rates);
+    const user = { userId: 7 };
+    expect((await throttle.hit(user)).remaining).toBe(4);
+    expect(await throttle.take(user, 3)).toMatchObject({ allowed: true, remaining: 1 });
+    // Refused whole: nothing of it is counted.
+    expect(await throttle.take(user, 2)).toMatchObject({ allowed: false, remaining: 1 });
+    expect(await throttle.take(user, 1)).toMatchObject({ allowed: true, remaining: 0 });
+    expect((await throttle.hit(user)).allowed).toBe(false);
+  });
+
   it('reports Reset as whole seconds left in the window, never a timestamp', async () => {
     vi.useFakeTimers({ now: Date.UTC(2026, 0, 1) });
     const throttle = new RequestThrottle(rates);

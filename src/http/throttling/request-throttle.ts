@@ -38,14 +38,37 @@ export class RequestThrottle {
 
   /** Counts one request against the key and reports the window's state. */
   async hit(key: ThrottleKey): Promise<ThrottleState> {
-    const [limiter, rate, id] =
-      'userId' in key ? [this.authenticated, this.rates.user, String(key.userId)] : [this.anonymous, this.rates.anon, key.ip];
+    const [limiter, rate, id] = this.limiterOf(key);
     try {
       return toState(await limiter.consume(id), rate.limit, true);
     } catch (rejection) {
       if (rejection instanceof RateLimiterRes) return toState(rejection, rate.limit, false);
       throw rejection;
     }
+  }
+
+  /**
+   * Counts `points` more requests against the key if the window has that many left; if not,
+   * counts none and reports `allowed: false` (a batch over the remaining limit is refused whole,
+   * REQUESTS.md §4). Two takes at once may both pass a check they would not pass together: the
+   * window's count stays exact, only the refusal may come one request late.
+   */
+  async take(key: ThrottleKey, points: number): Promise<ThrottleState> {
+    const [limiter, rate, id] = this.limiterOf(key);
+    const current = await limiter.get(id);
+    if (current !== null && rate.limit - current.consumedPoints < points) {
+      return toState(Object.assign(current, { remainingPoints: Math.max(0, rate.limit - current.consumedPoints) }), rate.limit, false);
+    }
+    try {
+      return toState(await limiter.consume(id, points), rate.limit, true);
+    } catch (rejection) {
+      if (rejection instanceof RateLimiterRes) return toState(rejection, rate.limit, false);
+      throw rejection;
+    }
+  }
+
+  private limiterOf(key: ThrottleKey): [RateLimiterAbstract, Rate, string] {
+    return 'userId' in key ? [this.authenticated, this.rates.user, String(key.userId)] : [this.anonymous, this.rates.anon, key.ip];
   }
 }
 

@@ -88,8 +88,12 @@ const PROBLEMS: Record<number, { name: string; description: string; headers?: Re
     headers: { Allow: ref('headers', 'Allow') },
   },
   406: { name: 'NotAcceptable', description: 'No offered media type satisfies `Accept`; `available` lists them.' },
-  409: { name: 'Conflict', description: 'Other records refer to this one and protect it (the detail says how many); nothing changed.' },
+  409: {
+    name: 'Conflict',
+    description: 'Other records refer to this one and protect it (the detail says how many), or a request with the same `Idempotency-Key` is still being processed (with `Retry-After`); nothing changed.',
+  },
   412: { name: 'PreconditionFailed', description: '`If-Match` does not match the current representation.' },
+  422: { name: 'IdempotencyKeyReused', description: 'The `Idempotency-Key` was used with a different request (method, path or body); nothing was done.' },
   413: { name: 'PayloadTooLarge', description: `The request body is larger than ${BODY_LIMIT / 1024 / 1024} MiB.` },
   415: { name: 'UnsupportedMediaType', description: 'The body’s `Content-Type` is not one this API reads; `supported` lists them.' },
   429: {
@@ -135,6 +139,14 @@ export const PARAMETERS: Record<string, ParameterObject> = {
     required: false,
     description: 'A 304 when it matches the current ETag.',
     schema: { type: 'string' },
+  },
+  'Idempotency-Key': {
+    name: 'Idempotency-Key',
+    in: 'header',
+    required: false,
+    description:
+      'Makes a retry safe (REQUESTS.md §1): 1–255 printable ASCII characters, no spaces; an authenticated caller only. The first request is processed and its answer stored for IDEMPOTENCY_TTL_HOURS; the same request again gets that answer with `Idempotent-Replayed: true`, a different one with the same key a 422, and one while the first is still processed a 409.',
+    schema: { type: 'string', minLength: 1, maxLength: 255, pattern: '^[\\x21-\\x7e]+$' },
   },
   'If-Match': {
     name: 'If-Match',

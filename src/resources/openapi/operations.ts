@@ -12,6 +12,7 @@ import type { QueryFilter } from '../filters.js';
 import { expandPathsOf, MAX_EXPAND_PATHS } from '../viewset/expansion.js';
 import { fieldNamesOf } from '../viewset/sparse-fields.js';
 import { collectionPathOf, recordRouteOf, type ActionName, type Resource } from '../resource.js';
+import { takesIdempotencyKey } from '../../http/idempotency.js';
 import { ANONYMOUS_OR_ANY_SCHEME, ANY_SCHEME, ETAG, NOT_MODIFIED, problems, ref, success } from './components.js';
 import { defaultsInWords } from './schemas.js';
 import {
@@ -59,6 +60,11 @@ export function describePaths(
       // OpenAPI requires unique ids; two views differing only in a parameter would otherwise clash.
       for (let n = 2; operationIds.has(operationId); n++) operationId = `${stem}_${operation.action}_${n}`;
       operationIds.add(operationId);
+      // REQUESTS.md §1: every POST and PATCH but the sign-in endpoints' takes an Idempotency-Key.
+      if (takesIdempotencyKey(method, view.path)) {
+        operation.parameters = [...(operation.parameters ?? []), ref('parameters', 'Idempotency-Key')];
+        operation.responses = { ...operation.responses, ...(operation.responses['409'] ? problems(422) : problems(409, 422)) };
+      }
       item[method.toLowerCase() as OperationMethod] = {
         operationId,
         summary: `${view.name}: ${operation.action.replace('_', ' ')}`,

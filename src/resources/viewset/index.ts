@@ -13,6 +13,7 @@
 
 import type { Storage } from '../../db/database.js';
 import type { DynamicDb, Row } from '../../db/dynamic-tables.js';
+import type { WriteUnit } from '../../db/write-unit.js';
 import { columnOf } from '../../db/schema-state.js';
 import { assertRecordMatches } from '../../http/conditional.js';
 import { ValidationError } from '../../http/errors.js';
@@ -88,11 +89,19 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
   const { compiledInsert, columnValues, writeReferenceLists, writeTransaction } = buildWrites(resource, { storage, listeners, uniqueMessage });
   const { deleteRecord, deleteBatch, clearReferences } = buildDeleteRules(resource, { storage, collections, viewSets, represent });
 
+  /** What a request reads through: its write unit's transaction when it has one (db/write-unit.ts), else `db`. */
+  const readerOf = (request: ApiRequest): DynamicDb => request.unit?.trx ?? db;
+  /** Runs `callback` once the request's write has committed: now, or after its unit's commit. */
+  function afterCommitOf(request: ApiRequest, callback: () => void): void {
+    if (request.unit) request.unit.afterCommit.push(callback);
+    else callback();
+  }
+
   /**
    * Records as the request's caller sees them: without the fields their read rules hide from
    * them (ACCESS.md §3, judged as `executor` sees the rows), with what `hooks.representFor` adds.
    */
-  async function shownTo(request: ApiRequest, rows: readonly Row[], records: Record<string, unknown>[], executor: DynamicDb = db): Promise<Record<string, unknown>[]> {
+  async function shownTo(request: ApiRequest, rows: readonly Row[], records: Record<string, unknown>[], executor: DynamicDb = readerOf(request)): Promise<Record<string, unknown>[]> {
     const hidden = await hiddenFields(resource, request.user, executor, rows);
     const shown = hidden.size ? records.map((record, index) => withoutFields(record, hidden.get(Number(rows[index]!.id)))) : records;
     if (!hooks.representFor) return shown;
@@ -140,7 +149,7 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
     if (scopes !== undefined && !scopesAllow(scopes, keyAccess, 'GET')) return shown;
     if (!resource.permission.hasPermission({ method: 'GET', user: request.user })) return shown;
     const rows = await readableRows(request, ids);
-    const records = await shownTo(request, rows, await represent(rows, db, false, request.user));
+    const records = await shownTo(request, rows, await represent(rows, readerOf(request), false, request.user));
     if (tree.size) await expandRecords(resource, records, tree, request, shownRecordsOf);
     rows.forEach((row, index) => shown.set(Number(row.id), records[index]!));
     return shown;
@@ -170,7 +179,7 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
       const page = parsePageRequest(request.query, orderings, resource.defaultOrdering, cursors, listPath(request));
       const shape = readShape(request);
       const found = await listPage(request, page);
-      const records = await shownTo(request, found.rows, await represent(found.rows, db, false, request.user));
+      const records = await shownTo(request, found.rows, await represent(found.rows, readerOf(request), false, request.user));
       return shaped(request, shape, records, collection, (results) => pageResponse(found, results));
     },
   };
@@ -215,8 +224,8 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
         const representation = await representOne(row, trx, false, request.user);
         await notify(trx, { resource, action: 'created', record: representation, actor: user });
         return { record: representation, row, extras: (await hooks.afterCreate?.(trx, row, representation, request)) ?? {} };
-      });
-      extras.afterCommit?.();
+      }, request.unit);
+      if (extras.afterCommit) afterCommitOf(request, extras.afterCommit);
       const [shown] = await shownTo(request, [row], [record]);
       return { status: 201, body: extras.body ? { ...shown, ...extras.body } : shown, headers: { location: String(record.url), ...extras.headers } };
     },
@@ -226,9 +235,10 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
     permission: resource.permission,
     async handle(request) {
       const shape = readShape(request);
-      const row = await loadRow(db, parseId(request.params[recordParam]), false, request);
+      const reader = readerOf(request);
+      const row = await loadRow(reader, parseId(request.params[recordParam]), false, request);
       checkObjectPermission(request, row);
-      return shaped(request, shape, await shownTo(request, [row], [await representOne(row, db, true, request.user)]), detail, ([record]) => ({ body: record }));
+      return shaped(request, shape, await shownTo(request, [row], [await representOne(row, reader, true, request.user)]), detail, ([record]) => ({ body: record }));
     },
   };
 
@@ -243,7 +253,7 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
         // Checks with I/O run outside the transaction, once the record is known to be the caller's.
         let validated: ReturnType<typeof readInput> | null = null;
         if (hooks.validate) {
-          checkObjectPermission(request, await loadRow(db, id, false, request));
+          checkObjectPermission(request, await loadRow(readerOf(request), id, false, request));
           validated = readInput(data, partial);
           ignoreUnwritable(validated.values, validated.errors, await unwritableFields(resource, request.user));
           await hooks.validate(validated.values, validated.errors, request);
@@ -282,8 +292,8 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
           for (const [name] of changed) if (!resource.fields[name]!.writeOnly) changes[name] = { from: before[name] };
           await notify(trx, { resource, action: 'updated', record: representation, changes, actor: user });
           return { record: representation, row: updated };
-        });
-        for (const then of afterCommit) then();
+        }, request.unit);
+        for (const then of afterCommit) afterCommitOf(request, then);
         return { body: (await shownTo(request, [shownRow], [record]))[0] };
       },
     };
@@ -305,8 +315,8 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
         const then = await hooks.beforeDelete?.(trx, row, request);
         if (then) afterCommit.push(then);
         await deleteRecord(trx, row, before, notify, user);
-      });
-      for (const then of afterCommit) then();
+      }, request.unit);
+      for (const then of afterCommit) afterCommitOf(request, then);
       return { status: 204 };
     },
   };
@@ -348,19 +358,28 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
     ...(resource.pages.record ? { page: resource.pages.record } : {}),
   };
 
-  // DRF's @action routes: each runs behind its own permission or the collection's, with the scoped record.
-  const actionContext: ActionContext = {
-    async loadRow(request, id) {
-      const row = await loadRow(db, id ?? parseId(request.params[recordParam]), false, request);
-      checkObjectPermission(request, row);
-      return row;
-    },
-    transact: (work) => writeTransaction((trx) => work(trx)),
-    async represent(rows, { detail = false, request } = {}) {
-      const records = await represent(rows, db, detail, request?.user ?? null);
-      return request ? await shownTo(request, rows, records) : records;
-    },
-  };
+  // DRF's @action routes: each runs behind its own permission or the collection's, with the scoped
+  // record; a request with a write unit gets a context that reads and writes through it.
+  function actionContextOf(unit?: WriteUnit): ActionContext {
+    const reader = unit?.trx ?? db;
+    return {
+      async loadRow(request, id) {
+        const row = await loadRow(reader, id ?? parseId(request.params[recordParam]), false, request);
+        checkObjectPermission(request, row);
+        return row;
+      },
+      transact: (work) => writeTransaction((trx) => work(trx), unit),
+      async represent(rows, { detail = false, request } = {}) {
+        const records = await represent(rows, reader, detail, request?.user ?? null);
+        return request ? await shownTo(request, rows, records, reader) : records;
+      },
+      afterCommit(callback) {
+        if (unit) unit.afterCommit.push(callback);
+        else callback();
+      },
+    };
+  }
+  const actionContext = actionContextOf();
   const extraViews: View[] = resource.extraActions.map((extra) => ({
     name: extra.name,
     description: extra.description,
@@ -372,7 +391,7 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
       [extra.method ?? 'POST']: {
         permission: extra.permission ?? resource.permission,
         ...(extra.docs ? { docs: extra.docs } : {}),
-        handle: (request: ApiRequest) => extra.handle(request, actionContext),
+        handle: (request: ApiRequest) => extra.handle(request, request.unit ? actionContextOf(request.unit) : actionContext),
       },
     },
   }));

@@ -54,7 +54,7 @@ export function buildQueryset(resource: Resource, options: QuerysetOptions) {
   /** One page of the list: scoped, filtered, in the requested ordering. */
   async function listPage(request: ApiRequest, page: PageRequest) {
     // Each row says which of its restricted fields the caller may read (ACCESS.md §3).
-    let query = selectFieldReads(db.selectFrom(table).selectAll(), resource, request.user);
+    let query = selectFieldReads((request.unit?.trx ?? db).selectFrom(table).selectAll(), resource, request.user);
     if (hooks.scope) query = query.where(await hooks.scope(request));
     const readable = readCondition(resource.access, request.user);
     if (readable) query = query.where(readable);
@@ -100,7 +100,7 @@ export function buildQueryset(resource: Resource, options: QuerysetOptions) {
     const readable = readCondition(resource.access, request.user);
     const rows: Row[] = [];
     for (let start = 0; start < ids.length; start += 10_000) {
-      let query = db.selectFrom(table).selectAll().where('id', 'in', ids.slice(start, start + 10_000));
+      let query = selectFieldReads((request.unit?.trx ?? db).selectFrom(table).selectAll(), resource, request.user).where('id', 'in', ids.slice(start, start + 10_000));
       if (scope) query = query.where(scope);
       if (readable) query = query.where(readable);
       rows.push(...((await query.orderBy('id').execute()) as Row[]));

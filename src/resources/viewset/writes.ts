@@ -6,6 +6,7 @@
 import type { CompiledQuery } from 'kysely';
 import type { Storage } from '../../db/database.js';
 import type { DynamicDb, Row } from '../../db/dynamic-tables.js';
+import { inSavepoint, type WriteUnit } from '../../db/write-unit.js';
 import { columnOf, joinTableOf, uniqueIndexOf } from '../../db/schema-state.js';
 import { Conflict, ValidationError } from '../../http/errors.js';
 import type { Change, ChangeListener, Resource } from '../resource.js';
@@ -77,8 +78,11 @@ export function buildWrites(resource: Resource, options: WritesOptions) {
    * Runs a write in one transaction with the listeners it notifies, then, once committed, the
    * callbacks they returned (so a dispatcher is woken only for work that exists). A unique or
    * foreign-key violation the checks could not see (a race) is a 400 or 409, never a 500.
+   * Given a request's write `unit`, the write joins its transaction in a savepoint instead (a
+   * failure rolls back this write alone) and leaves the callbacks to the unit's owner, who runs
+   * them after its commit (`db/write-unit.ts`); never a nested `Storage.transact`.
    */
-  async function writeTransaction<T>(work: (trx: DynamicDb, notify: Notify) => Promise<T>): Promise<T> {
+  async function writeTransaction<T>(work: (trx: DynamicDb, notify: Notify) => Promise<T>, unit?: WriteUnit): Promise<T> {
     const afterCommit: Array<() => void> = [];
     const notify: Notify = Object.assign(
       async (trx: DynamicDb, change: Change) => {
@@ -109,11 +113,14 @@ export function buildWrites(resource: Resource, options: WritesOptions) {
     );
     let result: T;
     try {
-      result = await storage.transact((trx) => work(trx as unknown as DynamicDb, notify));
+      result = unit
+        ? await inSavepoint(unit.trx, (trx) => work(trx, notify))
+        : await storage.transact((trx) => work(trx as unknown as DynamicDb, notify));
     } catch (error) {
       throw resource.hooks.constraintError?.(error) ?? constraintError(error) ?? error;
     }
-    for (const callback of afterCommit) callback();
+    if (unit) unit.afterCommit.push(...afterCommit);
+    else for (const callback of afterCommit) callback();
     return result;
   }
 

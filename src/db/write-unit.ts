@@ -1,0 +1,44 @@
+// A write unit (REQUESTS.md §1, §4): one transaction that several writes share, owned by whoever
+// opened it (the Idempotency-Key stage, a batch, a declaration hook's `ctx.collection(…)`), and
+// handed to each write explicitly on its request. Not AsyncLocalStorage: its promise hooks cost a
+// tenth of every request's CPU (group-commit.ts).
+
+import { CompiledQuery } from 'kysely';
+import type { DynamicDb } from './dynamic-tables.js';
+
+/**
+ * A transaction that writes join instead of opening their own. Everything a request with a unit
+ * reads or writes goes through `trx`: on SQLite the transaction holds the one connection, so a
+ * query through `storage.db` (or a nested `Storage.transact`) would wait for ever.
+ */
+export interface WriteUnit {
+  readonly trx: DynamicDb;
+  /** Run by the unit's owner once `trx` has committed (dispatcher wake-ups); dropped on rollback. */
+  readonly afterCommit: (() => void)[];
+}
+
+// Nested savepoints may share a name: ROLLBACK TO and RELEASE act on the latest (SQLite and
+// PostgreSQL alike).
+const SAVEPOINT = CompiledQuery.raw('savepoint write_unit');
+const RELEASE = CompiledQuery.raw('release write_unit');
+const ROLLBACK_TO = CompiledQuery.raw('rollback to write_unit');
+
+/** Runs `work` in a savepoint of `trx`: if it throws, its writes alone roll back, and the error goes on. */
+export async function inSavepoint<T>(trx: DynamicDb, work: (trx: DynamicDb) => Promise<T>): Promise<T> {
+  await trx.executeQuery(SAVEPOINT);
+  let result: T;
+  try {
+    result = await work(trx);
+  } catch (error) {
+    try {
+      await trx.executeQuery(ROLLBACK_TO);
+      await trx.executeQuery(RELEASE);
+    } catch {
+      // The error ended the transaction itself (an I/O error, a full disk): the owner's
+      // transaction fails with it.
+    }
+    throw error;
+  }
+  await trx.executeQuery(RELEASE);
+  return result;
+}
