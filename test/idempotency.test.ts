@@ -156,6 +156,21 @@ describe.each(BACKENDS)('Idempotency-Key on %s', (backend) => {
     expect(hooks.results.filter((hook) => String(hook.target_url).includes('/concurrent/'))).toHaveLength(10);
   });
 
+  it('an action (a ping) with a key runs once: one ping for any number of retries', async () => {
+    const hook = (await (await post('/api/v1/webhooks/', { target_url: `http://127.0.0.1:${receiver.port}/pinged`, events: ['experience'] })).json()) as { url: string };
+    const pings = () => receiver.received.filter((r) => r.path === '/pinged' && r.headers['x-service-event'] === 'ping');
+    // The webhook's own ping on creation, then the keyed one.
+    await receiver.waitFor(() => pings().length === 1);
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const ping = await post(`${hook.url}pings/`, {}, { 'Idempotency-Key': 'ping-once' });
+      expect(ping.status).toBe(204);
+      expect(ping.headers.get('idempotent-replayed')).toBe(attempt === 0 ? null : 'true');
+    }
+    await receiver.waitFor(() => pings().length === 2);
+    await marker();
+    expect(pings()).toHaveLength(2);
+  });
+
   it('two users with the same key are independent', async () => {
     const bobAuth = basic(BOB.username, BOB.password);
     const mine = await post('/api/v1/experiences/', { title: 'admin shared key', q_like_dislike: 'like' }, { 'Idempotency-Key': 'shared' });
