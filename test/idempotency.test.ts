@@ -156,6 +156,21 @@ describe.each(BACKENDS)('Idempotency-Key on %s', (backend) => {
     expect(hooks.results.filter((hook) => String(hook.target_url).includes('/concurrent/'))).toHaveLength(10);
   });
 
+  it('an action (a ping) with a key runs once: one ping for any number of retries', async () => {
+    const hook = (await (await post('/api/v1/webhooks/', { target_url: `http://127.0.0.1:${receiver.port}/pinged`, events: ['experience'] })).json()) as { url: string };
+    const pings = () => receiver.received.filter((r) => r.path === '/pinged' && r.headers['x-service-event'] === 'ping');
+    // The webhook's own ping on creation, then the keyed one.
+    await receiver.waitFor(() => pings().length === 1);
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const ping = await post(`${hook.url}pings/`, {}, { 'Idempotency-Key': 'ping-once' });
+      expect(ping.status).toBe(204);
+      expect(ping.headers.get('idempotent-replayed')).toBe(attempt === 0 ? null : 'true');
+    }
+    await receiver.waitFor(() => pings().length === 2);
+    await marker();
+    expect(pings()).toHaveLength(2);
+  });
+
   it('two users with the same key are independent', async () => {
     const bobAuth = basic(BOB.username, BOB.password);
     const mine = await post('/api/v1/experiences/', { title: 'admin shared key', q_like_dislike: 'like' }, { 'Idempotency-Key': 'shared' });
@@ -170,7 +185,7 @@ describe.each(BACKENDS)('Idempotency-Key on %s', (backend) => {
     expect(await titled('bob shared key')).toHaveLength(1);
   });
 
-  it('a webhook secret shown once is replayed to its caller and stored encrypted', async () => {
+  it('a webhook secret or API key shown once is replayed to its caller and stored encrypted', async () => {
     const body = { target_url: receiver.url, events: ['experience'], active: false };
     const first = await post('/api/v1/webhooks/', body, { 'Idempotency-Key': 'hook-secret' });
     expect(first.status).toBe(201);
@@ -179,9 +194,24 @@ describe.each(BACKENDS)('Idempotency-Key on %s', (backend) => {
     const again = await post('/api/v1/webhooks/', body, { 'Idempotency-Key': 'hook-secret' });
     expect(again.headers.get('idempotent-replayed')).toBe('true');
     expect(((await again.json()) as { secret: string }).secret).toBe(secret);
+    const keyBody = { name: 'deploy', scopes: ['experiences:write'] };
+    const key = (await (await post('/api/v1/keys/', keyBody, { 'Idempotency-Key': 'api-key' })).json()) as { key: string };
+    expect(key.key).toMatch(/^rwk_/);
+    const keyAgain = await post('/api/v1/keys/', keyBody, { 'Idempotency-Key': 'api-key' });
+    expect(keyAgain.headers.get('idempotent-replayed')).toBe('true');
+    expect(((await keyAgain.json()) as { key: string }).key).toBe(key.key);
+    // The key works, and a batch sent with it writes what its scopes allow.
+    const withKey = await fetch(`${server.url}/api/v1/batch/`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key.key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ requests: [{ method: 'POST', path: '/api/v1/experiences/', body: { title: 'by key', q_like_dislike: 'like' } }, { method: 'POST', path: '/api/v1/webhooks/', body: { target_url: receiver.url, events: ['experience'] } }] }),
+    });
+    expect(withKey.status).toBe(403);
+    expect(((await withKey.json()) as Json).failed_index).toBe(1);
+    expect(await titled('by key')).toHaveLength(0);
     const stored = await storedBodies(database);
     expect(stored.length).toBeGreaterThan(0);
-    expect(stored.some((text) => text.includes(secret) || text.includes(url))).toBe(false);
+    expect(stored.some((text) => text.includes(secret) || text.includes(url) || text.includes(key.key))).toBe(false);
   });
 
   it('kill -9 right after an acknowledged keyed create: the retry after restart answers from storage, one record', async () => {

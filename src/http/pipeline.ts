@@ -212,7 +212,7 @@ export function createPipeline({ authenticators, throttle, idempotency }: Pipeli
   async function charge(request: ApiRequest, points: number): Promise<number> {
     const key = request.identity ? { userId: request.identity.user.id } : { ip: request.raw.ip };
     const result = await throttle.take(key, points);
-    if (!result.allowed) throw new Throttled(Math.max(1, result.resetSeconds), `This batch counts as ${points + 1} requests; only ${result.remaining + 1} were left in this window.`);
+    if (!result.allowed) throw new Throttled(Math.max(1, result.resetSeconds), `This batch counts as ${points + 1} requests, itself and each in it; ${result.remaining} more were left in this window. Nothing was done.`);
     return result.remaining;
   }
 
