@@ -18,10 +18,12 @@ import { isField, isInvalidField, optionsOf, type Field } from './fields/field.j
 import { LOOKUPS, TEXT_TYPES, type Lookup } from './lookups.js';
 import { permissionOf } from './access/compile.js';
 import { parseAccess, RuleError, type AccessRules, type AccessSource } from './access/rules.js';
+import { checkActions, type ActionDeclaration, type DeclaredAction } from './actions.js';
+import { checkHooks, type BuiltinWriteHooks, type ResourceHooks } from './hooks.js';
 
 /** The viewset actions a resource can offer (DRF's names). */
 export type ActionName = 'list' | 'create' | 'retrieve' | 'update' | 'partial_update' | 'destroy';
-const ALL_ACTIONS: readonly ActionName[] = ['list', 'create', 'retrieve', 'update', 'partial_update', 'destroy'];
+export const ALL_ACTIONS: readonly ActionName[] = ['list', 'create', 'retrieve', 'update', 'partial_update', 'destroy'];
 
 export { LOOKUPS, type Lookup } from './lookups.js';
 
@@ -65,15 +67,21 @@ export interface ResourceOptions {
   related?: Record<string, RelatedList>;
   /** `created_at` / `updated_at` (default true). */
   timestamps?: boolean;
-  /** Default: all six. */
-  actions?: ActionName[];
+  /** Which of the six viewset actions the collection offers (default: all six). */
+  operations?: ActionName[];
+  /** Code run inside each write's transaction (LOGIC.md §3). */
+  hooks?: ResourceHooks;
+  /** Endpoints of the collection's own (DRF's `@action`, LOGIC.md §4), by name. */
+  actions?: Record<string, ActionDeclaration>;
 }
 
 /**
- * What is special about one of restwire's own collections, as small named hooks the one viewset
- * calls (DRF's get_queryset, perform_create, perform_update, to_representation). Each is optional.
+ * The hooks the one viewset calls (DRF's get_queryset, perform_create, perform_update,
+ * to_representation): a declaration's six write hooks (LOGIC.md §3), which restwire's own
+ * collections state too, seeing the row and its columns; and what only those collections need.
+ * Each is optional.
  */
-export interface ViewSetHooks {
+export interface ViewSetHooks extends BuiltinWriteHooks {
   /** get_queryset: the condition every read and write of a request adds (may throw NotFound). */
   scope?(request: ApiRequest): Promise<Condition>;
   /**
@@ -82,14 +90,6 @@ export interface ViewSetHooks {
    * here too: on SQLite a transaction holds up every query of the process.
    */
   validate?(values: Record<string, unknown>, errors: FieldErrors, request: ApiRequest): Promise<void>;
-  /** perform_create, before the insert: completes the columns (an owner, a sealed secret), or refuses. */
-  beforeCreate?(trx: DynamicDb, columns: Record<string, unknown>, request: ApiRequest): Promise<void>;
-  /** perform_create, after the insert: extra members and headers of the 201, and work once committed. */
-  afterCreate?(trx: DynamicDb, row: Row, record: Record<string, unknown>, request: ApiRequest): Promise<CreateExtras | void>;
-  /** perform_update: the row as it was and the columns about to be set, changed in place; may return work once committed. */
-  beforeUpdate?(trx: DynamicDb, row: Row, columns: Record<string, unknown>, request: ApiRequest): Promise<(() => void) | void>;
-  /** perform_destroy, before the delete of the record a DELETE names: may return work once committed (a revoked key forgotten). */
-  beforeDelete?(trx: DynamicDb, row: Row, request: ApiRequest): Promise<(() => void) | void>;
   /** to_representation: fills what no one column shows (nested objects, computed members), once per page. */
   represent?(rows: readonly Row[], out: Record<string, unknown>[], context: { detail: boolean; executor: DynamicDb }): Promise<void>;
   /**
@@ -103,13 +103,6 @@ export interface ViewSetHooks {
    * this collection words it; null leaves it to the viewset's own wording (a field's `unique`).
    */
   constraintError?(error: unknown): Error | null;
-}
-
-/** What `afterCreate` adds to a 201. */
-export interface CreateExtras {
-  readonly body?: Record<string, unknown>;
-  readonly headers?: Record<string, string>;
-  readonly afterCommit?: () => void;
 }
 
 /** What an extra action may ask of its viewset. */
@@ -137,12 +130,16 @@ export interface ExtraAction {
   readonly permission?: Permission;
   /** A GET every API key may call, whatever its scopes (`users/me`, ACCESS.md §5). */
   readonly everyKey?: boolean;
+  /** OPTIONS metadata: the fields its POST reads (a declared action's `input`). */
+  readonly metadata?: () => Record<string, unknown>;
+  /** The media types it renders, when not the collection's (a GET) or JSON alone (a POST). */
+  readonly mediaTypes?: readonly string[];
   readonly docs?: ActionDocs;
   handle(request: ApiRequest, context: ActionContext): Promise<ApiResponse>;
 }
 
 /** What only restwire's own declarations may state. */
-export interface BuiltinOptions extends ResourceOptions {
+export interface BuiltinOptions extends Omit<ResourceOptions, 'hooks'> {
   /** The table, when not the name. */
   table?: string;
   /** Served below a record of another collection: `/api/v1/<collection>/:id/<name>/:<param>/`. */
@@ -191,7 +188,7 @@ export interface Resource {
   readonly description: string;
   /** The table; restwire's own `users` keeps extra columns the declaration does not name. */
   readonly table: string;
-  readonly actions: readonly ActionName[];
+  readonly operations: readonly ActionName[];
   /** The pipeline's permission stage: the rules' own when there are rules. */
   readonly permission: Permission;
   /**
@@ -218,6 +215,8 @@ export interface Resource {
   readonly recordDescription: string;
   readonly hooks: ViewSetHooks;
   readonly extraActions: readonly ExtraAction[];
+  /** The declaration's own actions (LOGIC.md §4), checked; the viewset serves them as extra actions. */
+  readonly declaredActions: readonly DeclaredAction[];
   readonly createDocs?: ActionDocs;
   readonly updateDocs?: ActionDocs;
   readonly callerMembers: Readonly<Record<string, Record<string, unknown>>>;
@@ -243,7 +242,7 @@ export const NAME = /^[a-z][a-z0-9_]*$/;
 export const RESERVED = new Set(['users', 'webhooks', 'keys', 'auth', 'docs', 'openapi.json', 'events']);
 const OPTION_NAMES = new Set([
   'name', 'label', 'description', 'fields', 'owner', 'permission', 'access', 'orderings', 'defaultOrdering', 'filters',
-  'search', 'event', 'eventId', 'related', 'timestamps', 'actions',
+  'search', 'event', 'eventId', 'related', 'timestamps', 'operations', 'hooks', 'actions',
 ]);
 /** Columns every record may have besides its fields; no field may take their names. */
 const IMPLICIT = new Set(['url', 'id', 'owner', 'created_at', 'updated_at']);
@@ -282,7 +281,7 @@ export function defineBuiltinResource(options: BuiltinOptions): Resource {
   return checkDeclaration(options, { builtin: true });
 }
 
-const BUILTIN_OPTIONS = new Set(['table', 'nestedUnder', 'detailOnly', 'recordDescription', 'createShows', 'hooks', 'extraActions', 'createDocs', 'updateDocs', 'callerMembers', 'pages', 'keyLimit']);
+const BUILTIN_OPTIONS = new Set(['table', 'nestedUnder', 'detailOnly', 'recordDescription', 'createShows', 'extraActions', 'createDocs', 'updateDocs', 'callerMembers', 'pages', 'keyLimit']);
 
 function checkDeclaration(options: BuiltinOptions, { builtin }: { builtin: boolean }): Resource {
   if (typeof options !== 'object' || options === null) throw new DeclarationError('?', null, 'defineResource needs an object');
@@ -363,8 +362,9 @@ function checkDeclaration(options: BuiltinOptions, { builtin }: { builtin: boole
   }
   if (options.eventId !== undefined && (!Number.isSafeInteger(options.eventId) || options.eventId < 1)) fail(null, 'eventId must be a positive whole number');
   if (options.eventId !== undefined && options.event === undefined) fail(null, 'eventId names the repository.id of events: it needs an event');
-  const actions = options.actions ?? ALL_ACTIONS;
-  for (const action of actions) if (!ALL_ACTIONS.includes(action)) fail(null, `unknown action "${action}"`);
+  const operations = options.operations ?? ALL_ACTIONS;
+  for (const action of operations) if (!ALL_ACTIONS.includes(action)) fail(null, `unknown operation "${action}" (use ${ALL_ACTIONS.join(', ')})`);
+  const hooks = checkHooks(options.hooks ?? {}, { builtin, fail });
   for (const [relatedName, relation] of Object.entries(options.related ?? {})) {
     if (!NAME.test(relatedName) || declaredField(relatedName) || IMPLICIT.has(relatedName)) fail(relatedName, 'a related list needs a name of its own');
     if (typeof relation?.collection !== 'string' || typeof relation.field !== 'string') {
@@ -400,7 +400,7 @@ function checkDeclaration(options: BuiltinOptions, { builtin }: { builtin: boole
     label: options.label ?? defaultLabel(name),
     description: options.description ?? '',
     table: options.table ?? name,
-    actions,
+    operations,
     permission,
     access,
     fields,
@@ -418,8 +418,9 @@ function checkDeclaration(options: BuiltinOptions, { builtin }: { builtin: boole
     detailOnly: options.detailOnly ?? [],
     createShows: options.createShows ?? [],
     recordDescription: options.recordDescription ?? options.description ?? '',
-    hooks: options.hooks ?? {},
+    hooks,
     extraActions: options.extraActions ?? [],
+    declaredActions: checkActions(options.actions ?? {}, { ...target, related: options.related ?? {}, access, fail }),
     ...(options.createDocs ? { createDocs: options.createDocs } : {}),
     ...(options.updateDocs ? { updateDocs: options.updateDocs } : {}),
     callerMembers: options.callerMembers ?? {},

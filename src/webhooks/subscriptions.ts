@@ -229,7 +229,7 @@ export function webhooksResource(options: WebhookOptions): Resource {
           Object.assign(errors, { target_url: [error instanceof TargetRefusedError ? error.message : MESSAGES.invalidUrl] }, others);
         }
       },
-      async beforeCreate(trx, columns, request) {
+      async beforeCreate({ trx, columns, request }) {
         const user = request.user!;
         await refuseBeyondPerUserCap(storage, trx, { table: 'webhooks', userId: user.id, max: MAX_WEBHOOKS_PER_USER, message: `A user may have at most ${MAX_WEBHOOKS_PER_USER} webhooks.` });
         const now = Date.now();
@@ -244,13 +244,14 @@ export function webhooksResource(options: WebhookOptions): Resource {
           updated_at: now,
         });
       },
-      async afterCreate(trx, row, record, request) {
+      async afterCreate({ trx, row, record, request, response, afterCommit }) {
         // A new webhook is greeted with a ping (API.md §4); one created inactive is not, yet.
-        if (Number(row.active) === 1) await enqueuePing(trx, record, request);
+        if (Number(row!.active) === 1) await enqueuePing(trx, record!, request);
         // The secret is shown once, here, and never again (API.md §4).
-        return { body: { secret: secrets.open(String(row.secret_sealed)) }, headers: { 'cache-control': 'no-store' }, afterCommit: wake };
+        Object.assign(response, { body: { secret: secrets.open(String(row!.secret_sealed)) }, headers: { 'cache-control': 'no-store' } });
+        afterCommit(wake);
       },
-      async beforeUpdate(_trx, row, columns) {
+      async beforeUpdate({ row, columns, afterCommit }) {
         const now = Date.now();
         columns.updated_at = now;
         // Re-enabling clears why it was disabled (API.md §6 "Webhook records").
@@ -259,12 +260,12 @@ export function webhooksResource(options: WebhookOptions): Resource {
         if (typeof columns.secret === 'string') {
           Object.assign(columns, {
             secret_sealed: secrets.seal(columns.secret),
-            previous_secret_sealed: row.secret_sealed,
+            previous_secret_sealed: row!.secret_sealed,
             previous_secret_expires_at: now + SECRET_OVERLAP_MS,
           });
           delete columns.secret;
         }
-        return columns.active === 1 ? wake : undefined;
+        if (columns.active === 1) afterCommit(wake);
       },
       async represent(rows, out) {
         rows.forEach((row, index) => {

@@ -101,9 +101,9 @@ export function collectionSchemas(resource: Resource, label: string): Record<str
   schemas[label] = record;
   schemas[`Paginated${label}List`] = pageSchema(label);
   // A create described by its own docs (signup's credentials) reads no `…Request` component.
-  const readsRequest = (resource.actions.includes('update') && !resource.updateDocs) || (resource.actions.includes('create') && !resource.createDocs);
+  const readsRequest = (resource.operations.includes('update') && !resource.updateDocs) || (resource.operations.includes('create') && !resource.createDocs);
   if (readsRequest) schemas[`${label}Request`] = inputSchema(resource, false);
-  if (resource.actions.includes('partial_update') && !resource.updateDocs) schemas[`Patched${label}Request`] = inputSchema(resource, true);
+  if (resource.operations.includes('partial_update') && !resource.updateDocs) schemas[`Patched${label}Request`] = inputSchema(resource, true);
   // A record with fields only its own view shows (a delivery's request and response).
   if (resource.detailOnly.length) {
     const detailProperties = Object.fromEntries(resource.detailOnly.map((name) => [name, resource.fields[name]!.schema()]));

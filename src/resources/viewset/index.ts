@@ -19,17 +19,21 @@ import { CursorCodec, parsePageRequest } from '../../http/pagination.js';
 import { parseId } from '../../http/paths.js';
 import { CSV_TYPE, HTML_TYPE, JSON_TYPE } from '../../http/renderers.js';
 import type { KeyAccess } from '../../http/scopes.js';
-import type { Action, ApiRequest, View } from '../../http/view.js';
+import type { Action, ApiRequest, View, ViewAction } from '../../http/view.js';
 import type { ParseContext } from '../fields/field.js';
 import { readsAreShared } from '../access/compile.js';
 import { buildFilters } from '../filters.js';
 import { pageResponse } from '../keyset.js';
 import type { CollectionLookup } from '../relations.js';
-import { collectionPathOf, recordRouteOf, representationFields, type ActionContext, type Change, type ChangeListener, type Resource } from '../resource.js';
+import type { BuiltinHookContext, StoredRecord } from '../hooks.js';
+import { collectionPathOf, recordRouteOf, representationFields, type ActionContext, type ActionName, type Change, type ChangeListener, type Resource } from '../resource.js';
+import { collectionHandle } from './collection-handle.js';
+import { declaredExtraActions } from './declared-actions.js';
 import { buildDeleteRules } from './delete-rules.js';
 import { buildInputChecks } from './input.js';
-import { metadataOf } from './metadata.js';
-import { buildQueryset } from './queryset.js';
+import { describeField, metadataOf } from './metadata.js';
+import { buildHookCalls, guardedAfterCommit, hookUserOf, sameValue, type HookLog } from './hook-context.js';
+import { buildQueryset, trustedRequests, viewerOf } from './queryset.js';
 import { buildRepresentation } from './representation.js';
 import { buildWrites } from './writes.js';
 
@@ -45,9 +49,13 @@ export interface ViewSetOptions {
   readonly context: ParseContext;
   /** Every collection served, for relations and delete rules. */
   readonly collections: readonly Resource[];
-  /** The viewsets of the other collections (a cascade deletes through theirs). */
+  /** The viewsets of the other collections (a cascade deletes through theirs; hooks write through theirs). */
   readonly viewSets: ReadonlyMap<string, ViewSet>;
+  /** Where a failed `afterCommit` function of a hook is reported (the server's logger). */
+  readonly log?: HookLog;
 }
+
+const CONSOLE_LOG: HookLog = { error: (details, message) => console.error(message, details) };
 
 /**
  * Who acts when a declaration's permission lets an anonymous caller write: events name them as
@@ -55,15 +63,13 @@ export interface ViewSetOptions {
  */
 const ANONYMOUS: Change['actor'] = { id: 0, username: 'anonymous', passwordChangedAt: 0, roles: [] };
 
-// Whether an update leaves a value as it was (lists and JSON values compared by content).
-const sameValue = (a: unknown, b: unknown): boolean => a === b || JSON.stringify(a) === JSON.stringify(b);
 
 /**
  * Turns a declaration into its two views, the collection and the record, with DRF's
  * ModelViewSet actions.
  */
 export function buildViewSet(resource: Resource, options: ViewSetOptions) {
-  const { storage, cursors, listeners = [], context, collections, viewSets } = options;
+  const { storage, cursors, listeners = [], context, collections, viewSets, log = CONSOLE_LOG } = options;
   const db = storage.db as unknown as DynamicDb;
   const table = resource.table;
   const collectionPath = collectionPathOf(resource);
@@ -71,7 +77,7 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
   const recordParam = nestedUnder?.param ?? 'id';
   const columns = representationFields(resource);
   const lookup: CollectionLookup = (name) => collections.find((collection) => collection.name === name);
-  const has = (action: Resource['actions'][number]) => resource.actions.includes(action);
+  const has = (action: ActionName) => resource.operations.includes(action);
   const fieldEntries = Object.entries(resource.fields);
   const orderings: Record<string, string> = Object.assign(
     Object.create(null) as Record<string, string>,
@@ -91,6 +97,44 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
   function afterCommitOf(request: ApiRequest, callback: () => void): void {
     if (request.unit) request.unit.afterCommit.push(callback);
     else callback();
+  }
+
+  const hookCalls = buildHookCalls(resource, context);
+  /** What a hook of a write by `request` is given (LOGIC.md §3), in the write's transaction; `later` runs after its commit. */
+  function hookContext(
+    request: ApiRequest,
+    trx: DynamicDb,
+    later: Array<() => void>,
+    parts: { record: StoredRecord | null; row: Row | null; columns?: Record<string, unknown> },
+  ): BuiltinHookContext {
+    return {
+      values: {},
+      columns: {},
+      ...parts,
+      response: {},
+      user: hookUserOf(request.user),
+      trx,
+      request,
+      collection: (name) => collectionHandle(viewSets, name, { trx, user: request.user, identity: request.identity, later, readOnly: false }),
+      afterCommit: (fn) => later.push(guardedAfterCommit(log, resource.name, fn)),
+    };
+  }
+
+  /**
+   * Runs `beforeCreate` or `beforeUpdate` with the values about to be written as the record's
+   * JSON shows them; what the hook changed is read back through the fields into `values` and the
+   * columns, and its references checked (trusted: any record may be named).
+   */
+  async function beforeWrite(name: 'beforeCreate' | 'beforeUpdate', ctx: BuiltinHookContext, values: Record<string, unknown>, id: number | null): Promise<void> {
+    if (!hookCalls.has(name)) return;
+    const shown = hookCalls.shownValues(values);
+    const snapshot = structuredClone(shown);
+    await hookCalls.call(name, { ...ctx, values: shown });
+    const changed = hookCalls.readBack(shown, snapshot, values, name);
+    if (changed.length === 0) return;
+    const written = Object.fromEntries(changed.map((field) => [field, values[field]]));
+    await checkAgainstStored(ctx.trx, {}, written, {}, id, viewerOf(ctx.request));
+    Object.assign(ctx.columns, columnValues(written));
   }
 
   /** Records as the request's caller sees them: copies with what `hooks.representFor` adds for them. */
@@ -126,7 +170,7 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
     ...(resource.createDocs ? { docs: resource.createDocs } : {}),
     async handle(request) {
       const data = await request.data();
-      const { values, errors } = readInput(data, false);
+      const { values, errors } = readInput(data, false, trustedRequests.has(request));
       await hooks.validate?.(values, errors, request);
       if (Object.keys(errors).length && !hasStoredChecks(data)) throw new ValidationError(errors);
       // Left out: the declared default, else null (an empty list for references).
@@ -135,14 +179,15 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
       }
       const user = request.user ?? ANONYMOUS;
       const now = Date.now();
+      const later: Array<() => void> = [];
       const { record, row, extras } = await writeTransaction(async (trx, notify) => {
-        await checkAgainstStored(trx, data, values, errors, null, request.user);
+        await checkAgainstStored(trx, data, values, errors, null, viewerOf(request));
         const insert = {
           ...columnValues(values),
           ...(resource.owner ? { owner_id: user.id } : {}),
           ...(resource.timestamps ? { created_at: now, updated_at: now } : {}),
         };
-        await hooks.beforeCreate?.(trx, insert, request);
+        await beforeWrite('beforeCreate', hookContext(request, trx, later, { record: null, row: null, columns: insert }), values, null);
         const { rows } = await trx.executeQuery<Row>(compiledInsert(trx, insert));
         const row = rows[0]!;
         await writeReferenceLists(trx, row.id, values, false);
@@ -150,9 +195,11 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
         await checkRule(trx, 'create', request, row.id);
         const representation = await representOne(row, trx, false, request.user);
         await notify(trx, { resource, action: 'created', record: representation, actor: user });
-        return { record: representation, row, extras: (await hooks.afterCreate?.(trx, row, representation, request)) ?? {} };
+        const after = hookContext(request, trx, later, { record: hookCalls.record(representation), row });
+        await hookCalls.call('afterCreate', after);
+        return { record: representation, row, extras: after.response };
       }, request.unit);
-      if (extras.afterCommit) afterCommitOf(request, extras.afterCommit);
+      for (const then of later) afterCommitOf(request, then);
       const [shown] = shownTo(request, [row], [record]);
       return { status: 201, body: extras.body ? { ...shown, ...extras.body } : shown, headers: { location: String(record.url), ...extras.headers } };
     },
@@ -180,11 +227,11 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
         let validated: ReturnType<typeof readInput> | null = null;
         if (hooks.validate) {
           checkObjectPermission(request, await loadRow(readerOf(request), id, false, request));
-          validated = readInput(data, partial);
+          validated = readInput(data, partial, trustedRequests.has(request));
           await hooks.validate(validated.values, validated.errors, request);
           if (Object.keys(validated.errors).length && !hasStoredChecks(data)) throw new ValidationError(validated.errors);
         }
-        const afterCommit: Array<() => void> = [];
+        const later: Array<() => void> = [];
         const { record, row: shownRow } = await writeTransaction(async (trx, notify) => {
           const row = await loadRow(trx, id, true, request);
           checkObjectPermission(request, row);
@@ -192,8 +239,8 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
           const before = await representOne(row, trx, false, request.user);
           // The ETag the caller holds is of the record as they were shown it.
           assertRecordMatches(request.raw.headers['if-match'], shownTo(request, [row], [before])[0]!);
-          const { values, errors } = validated ?? readInput(data, partial);
-          await checkAgainstStored(trx, data, values, errors, id, request.user);
+          const { values, errors } = validated ?? readInput(data, partial, trustedRequests.has(request));
+          await checkAgainstStored(trx, data, values, errors, id, viewerOf(request));
           const changed = Object.entries(values).filter(([name, value]) => {
             const field = resource.fields[name]!;
             return field.type === 'references' ? !sameValue(before[name], field.show(value)) : !sameValue(row[columnOf(name, field)!], value);
@@ -202,8 +249,7 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
           await notify.before(trx, resource, id);
           const changedValues = Object.fromEntries(changed);
           const set = { ...columnValues(changedValues), ...(resource.timestamps ? { updated_at: Math.max(Date.now(), Number(row.updated_at)) } : {}) };
-          const then = await hooks.beforeUpdate?.(trx, row, set, request);
-          if (then) afterCommit.push(then);
+          await beforeWrite('beforeUpdate', hookContext(request, trx, later, { record: hookCalls.record(before), row, columns: set }), changedValues, id);
           const updated = Object.keys(set).length
             ? ((await trx.updateTable(table).set(set).where('id', '=', id).returningAll().executeTakeFirstOrThrow()) as Row)
             : row;
@@ -212,11 +258,12 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
           await checkRule(trx, 'update', request, id);
           const representation = await representOne(updated, trx, false, request.user);
           const changes: Record<string, { from: unknown }> = {};
-          for (const [name] of changed) if (!resource.fields[name]!.writeOnly) changes[name] = { from: before[name] };
+          for (const name of Object.keys(changedValues)) if (!resource.fields[name]!.writeOnly) changes[name] = { from: before[name] };
           await notify(trx, { resource, action: 'updated', record: representation, changes, actor: user });
+          await hookCalls.call('afterUpdate', hookContext(request, trx, later, { record: hookCalls.record(representation), row: updated }));
           return { record: representation, row: updated };
         }, request.unit);
-        for (const then of afterCommit) afterCommitOf(request, then);
+        for (const then of later) afterCommitOf(request, then);
         return { body: shownTo(request, [shownRow], [record])[0] };
       },
     };
@@ -227,7 +274,7 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
     async handle(request) {
       const id = parseId(request.params[recordParam]);
       const user = request.user ?? ANONYMOUS;
-      const afterCommit: Array<() => void> = [];
+      const later: Array<() => void> = [];
       await writeTransaction(async (trx, notify) => {
         const row = await loadRow(trx, id, true, request);
         checkObjectPermission(request, row);
@@ -235,20 +282,32 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
         await checkRule(trx, 'delete', request, id);
         const before = await representOne(row, trx, false, request.user);
         assertRecordMatches(request.raw.headers['if-match'], before);
-        const then = await hooks.beforeDelete?.(trx, row, request);
-        if (then) afterCommit.push(then);
+        await hookCalls.call('beforeDelete', hookContext(request, trx, later, { record: hookCalls.record(before), row }));
+        // Records a cascade or setNull reaches raise their events but run no hooks (set-based, issue 22).
         await deleteRecord(trx, row, before, notify, user);
+        await hookCalls.call('afterDelete', hookContext(request, trx, later, { record: hookCalls.record(before), row }));
       }, request.unit);
-      for (const then of afterCommit) afterCommitOf(request, then);
+      for (const then of later) afterCommitOf(request, then);
       return { status: 204 };
     },
   };
 
   // An API key's scopes name the collection; a nested one's (deliveries) are its parent's (ACCESS.md §5).
   const keyAccess: KeyAccess = { collection: nestedUnder?.collection ?? resource.name, most: resource.keyLimit };
+  // A declaration's own actions, offered on the page of its collection or of each record.
+  const pageActions = (onRecord: boolean): ViewAction[] =>
+    resource.declaredActions
+      .filter((action) => action.detail === onRecord)
+      .map((action) => ({
+        label: action.name.charAt(0).toUpperCase() + action.name.slice(1).replace(/_/g, ' '),
+        path: `${action.name}/`,
+        method: action.method,
+        fields: Object.fromEntries(Object.entries(action.input).map(([name, field]) => [name, describeField(name, field)])),
+      }));
   const collection: View = {
     name: `${resource.label} List`,
     description: resource.description,
+    extraActions: pageActions(false),
     keyAccess,
     path: collectionPath,
     actions: { ...(has('list') ? { GET: list } : {}), ...(has('create') ? { POST: create } : {}) },
@@ -267,6 +326,7 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
   const detail: View = {
     name: `${resource.label} Instance`,
     description: resource.recordDescription,
+    extraActions: pageActions(true),
     keyAccess,
     path: recordRouteOf(resource),
     actions: {
@@ -303,13 +363,28 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
     };
   }
   const actionContext = actionContextOf();
-  const extraViews: View[] = resource.extraActions.map((extra) => ({
+  const declared = declaredExtraActions(resource, {
+    db,
+    context,
+    log,
+    targets: viewSets,
+    loadRow,
+    checkObjectPermission,
+    represent,
+    writeTransaction: (work, unit) => writeTransaction((trx) => work(trx), unit),
+  });
+  const extraViews: View[] = [...resource.extraActions, ...declared].map((extra) => ({
     name: extra.name,
     description: extra.description,
     ...(extra.everyKey ? {} : { keyAccess }),
     path: `${extra.detail ? detail.path : collectionPath}${extra.path}`,
     // A GET answers with a record, rendered as the collection's are (`users/me/`).
-    ...(extra.method === 'GET' ? { mediaTypes: RECORD_MEDIA_TYPES, columns: collection.columns } : { mediaTypes: [JSON_TYPE] }),
+    ...(extra.mediaTypes
+      ? { mediaTypes: extra.mediaTypes }
+      : extra.method === 'GET'
+        ? { mediaTypes: RECORD_MEDIA_TYPES, columns: collection.columns }
+        : { mediaTypes: [JSON_TYPE] }),
+    ...(extra.metadata ? { metadata: extra.metadata } : {}),
     actions: {
       [extra.method ?? 'POST']: {
         permission: extra.permission ?? resource.permission,
@@ -319,7 +394,22 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
     },
   }));
 
-  const self = { resource, db, collection, detail, views: [collection, detail, ...extraViews], filters: [...filters.values()], represent, representOne, loadRow, deleteRecord, deleteBatch, clearReferences };
+  const self = {
+    resource,
+    db,
+    collection,
+    detail,
+    views: [collection, detail, ...extraViews],
+    filters: [...filters.values()],
+    represent,
+    representOne,
+    loadRow,
+    deleteRecord,
+    deleteBatch,
+    clearReferences,
+    // What `ctx.collection` writes through, whichever of them the collection offers over HTTP.
+    writes: { create, update: updateAction(true), destroy },
+  };
   return self;
 }
 

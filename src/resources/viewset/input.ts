@@ -21,12 +21,16 @@ export function buildInputChecks(resource: Resource, context: ParseContext, look
   const manyFields = fieldEntries.filter(([, field]) => field.type === 'references');
   const label = resource.label.toLowerCase();
 
-  /** Checks a body's fields by their declarations; every failing field is reported at once. */
-  function readInput(data: RequestData, partial: boolean): { values: Record<string, unknown>; errors: FieldErrors } {
+  /**
+   * Checks a body's fields by their declarations; every failing field is reported at once. The
+   * declaration's own code (`trusted`) may write read-only fields too (LOGIC.md §3).
+   */
+  function readInput(data: RequestData, partial: boolean, trusted = false): { values: Record<string, unknown>; errors: FieldErrors } {
     const values: Record<string, unknown> = {};
     const errors: FieldErrors = {};
     const parseContext = isFormData(data) ? { ...context, form: true } : context;
-    for (const [name, field] of writable) {
+    for (const [name, field] of trusted ? fieldEntries : writable) {
+      if (trusted && field.readOnly && !Object.hasOwn(data, name)) continue;
       if (!Object.prototype.hasOwnProperty.call(data, name)) {
         if (!partial && field.required) errors[name] = [MESSAGES.required];
         continue;

@@ -8,7 +8,8 @@ import type { Resource } from '../resource.js';
 
 const readOnly = (type: string, labelText: string) => ({ type, required: false, read_only: true, label: labelText });
 
-const describeField = (name: string, field: Field) => ({
+/** One field as OPTIONS describes it (DRF's SimpleMetadata `get_field_info`). */
+export const describeField = (name: string, field: Field) => ({
   type: field.metadata().type,
   required: field.required,
   read_only: field.readOnly,
@@ -24,7 +25,7 @@ const describeField = (name: string, field: Field) => ({
  * sign-in and roles could allow (ACCESS.md §2; field terms are judged at the write).
  */
 export function metadataOf(resource: Resource, method: 'POST' | 'PUT') {
-  const has = (action: Resource['actions'][number]) => resource.actions.includes(action);
+  const has = (action: Resource['operations'][number]) => resource.operations.includes(action);
   const fieldEntries = Object.entries(resource.fields);
   const shown = method === 'PUT' || !has('create') ? 'PUT' : 'POST';
   // A caller (null: anonymous) sees an action only when their sign-in and roles could allow it.
