@@ -18,7 +18,7 @@ import { allowAny, and, authenticatedOrReadOnly, isAuthenticated, not, or, owner
  */
 export { defineResource, LOOKUPS, type ActionName, type Lookup, type RelatedList, type Resource, type ResourceOptions } from './resources/resource.js';
 /** Your own logic around writes: the hooks' types, and `reject` to refuse a request. */
-export { reject, type CollectionHandle, type HookContext, type HookUser, type ResourceHooks, type StoredRecord, type WriteHookContext } from './resources/hooks.js';
+export { reject, type CollectionHandle, type CreateHookContext, type HookContext, type HookUser, type ResourceHooks, type StoredRecord, type WriteHookContext } from './resources/hooks.js';
 /** Endpoints of your own: a declaration's `actions`. */
 export type { ActionDeclaration, ActionHandlerContext, ActionResult } from './resources/actions.js';
 export type { FieldType, OnDelete } from './db/schema-state.js';

@@ -37,13 +37,13 @@ export interface CollectionHandle {
   delete(id: number): Promise<void>;
 }
 
-/** What every hook is given. */
+/** What every hook but `beforeCreate` is given. */
 export interface HookContext {
   /**
    * The stored record as the API shows it (with `<reference>_id` numbers): before the change in
-   * `before*` hooks, after it in `after*` (`afterDelete`: as it was); `null` in `beforeCreate`.
+   * `beforeUpdate` and `beforeDelete`, after it in `after*` (`afterDelete`: as it was).
    */
-  readonly record: StoredRecord | null;
+  readonly record: StoredRecord;
   readonly user: HookUser | null;
   /** A collection in this write's transaction. */
   collection(name: string): CollectionHandle;
@@ -51,7 +51,7 @@ export interface HookContext {
   afterCommit(fn: () => unknown): void;
 }
 
-/** What `beforeCreate` and `beforeUpdate` are given besides. */
+/** What `beforeUpdate` is given: the record, and the values about to be written. */
 export interface WriteHookContext extends HookContext {
   /**
    * The values about to be written, as the record's JSON shows them (references as paths); change
@@ -60,9 +60,14 @@ export interface WriteHookContext extends HookContext {
   readonly values: Record<string, unknown>;
 }
 
+/** What `beforeCreate` is given: the values about to be written; there is no record yet. */
+export interface CreateHookContext extends Omit<WriteHookContext, 'record'> {
+  readonly record: null;
+}
+
 /** A declaration's hooks (LOGIC.md §3): async, inside the write's transaction; a throw rolls it all back. */
 export interface ResourceHooks {
-  beforeCreate?(ctx: WriteHookContext): Promise<void> | void;
+  beforeCreate?(ctx: CreateHookContext): Promise<void> | void;
   afterCreate?(ctx: HookContext): Promise<void> | void;
   beforeUpdate?(ctx: WriteHookContext): Promise<void> | void;
   afterUpdate?(ctx: HookContext): Promise<void> | void;
@@ -71,7 +76,9 @@ export interface ResourceHooks {
 }
 
 /** What restwire's own collections' hooks see besides: storage, below the record's JSON. */
-export interface BuiltinHookContext extends WriteHookContext {
+export interface BuiltinHookContext extends Omit<WriteHookContext, 'record'> {
+  /** The record (as a declaration's hooks see it); null in `beforeCreate`. */
+  readonly record: StoredRecord | null;
   readonly trx: DynamicDb;
   readonly request: ApiRequest;
   /** The stored row: before the change in `before*`, after it in `after*`; null in `beforeCreate`. */

@@ -273,7 +273,9 @@ function defaultLabel(name: string): string {
  * });
  */
 export function defineResource(options: ResourceOptions): Resource {
-  return checkDeclaration(options, { builtin: false });
+  // Its hooks are the viewset's, each given the context its name says (a `beforeCreate` has no
+  // record yet), which TypeScript cannot see through one ViewSetHooks type.
+  return checkDeclaration(options as BuiltinOptions, { builtin: false });
 }
 
 /** `defineResource` for restwire's own collections, which may reuse reserved names. */
