@@ -118,7 +118,7 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
     async handle(request) {
       const data = await request.data();
       const { values, errors } = readInput(data, false);
-      await hooks.validate?.(values, errors, request);
+      await hooks.validate?.(values, errors, request, null);
       if (Object.keys(errors).length && !hasStoredChecks(data)) throw new ValidationError(errors);
       // Left out: the declared default, else null (an empty list for references).
       for (const [name, field] of fieldEntries) {
@@ -169,9 +169,10 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
         // Checks with I/O run outside the transaction, once the record is known to be the caller's.
         let validated: ReturnType<typeof readInput> | null = null;
         if (hooks.validate) {
-          checkObjectPermission(request, await loadRow(db, id, false, request));
+          const stored = await loadRow(db, id, false, request);
+          checkObjectPermission(request, stored);
           validated = readInput(data, partial);
-          await hooks.validate(validated.values, validated.errors, request);
+          await hooks.validate(validated.values, validated.errors, request, { row: stored, record: await representOne(stored, db, false, request.user) });
           if (Object.keys(validated.errors).length && !hasStoredChecks(data)) throw new ValidationError(validated.errors);
         }
         const afterCommit: Array<() => void> = [];
