@@ -114,6 +114,11 @@ describe.each(BACKENDS)('examples/resumes on %s', (backend) => {
     expect((await get(resume.url)).current_position).toBe('Lead at Difference Co');
     // Only the owner closes a position (its action's access rule); its input is a date.
     expect((await send('POST', `${later.url}close/`, {}, bob)).status).toBe(403);
+    const early = await send('POST', `${later.url}close/`, { on: '2019-04-30' });
+    expect(early.status).toBe(400);
+    expect((await early.json()).errors).toEqual({ finished_on: ['Must be on or after started_on.'] });
+    const backwards = await send('POST', '/api/v1/positions/', { resume: resume.url, title: 'Oops', employer: 'X', started_on: '2020-01-01', finished_on: '2019-01-01' });
+    expect((await backwards.json()).errors).toEqual({ finished_on: ['Must be on or after started_on.'] });
     const bad = await send('POST', `${later.url}close/`, { on: 'soon' });
     expect(bad.status).toBe(400);
     expect(Object.keys((await bad.json()).errors)).toEqual(['on']);

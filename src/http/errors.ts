@@ -227,21 +227,3 @@ export class Rejected extends ApiError {
     if (errors) this.extensions.errors = errors;
   }
 }
-
-/**
- * A declaration's own code (a hook, an action) threw something other than `reject(…)`: a 500
- * whose body says nothing of it; the log names the collection and the hook (LOGIC.md §1, §3).
- */
-export class UserCodeFailed extends ApiError {
-  constructor(
-    readonly collection: string,
-    readonly hook: string,
-    override readonly cause: unknown,
-  ) {
-    super(`${collection}: ${hook} threw: ${cause instanceof Error ? cause.message : String(cause)}`);
-  }
-
-  override get detail(): string {
-    return 'The server could not complete the request.';
-  }
-}

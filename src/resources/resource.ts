@@ -15,6 +15,8 @@ import type { Condition } from '../db/dynamic-tables.js';
 import type { DynamicDb, Row } from '../db/dynamic-tables.js';
 import { FIELD_TYPES } from '../db/schema-state.js';
 import { isField, isInvalidField, optionsOf, type Field } from './fields/field.js';
+import { isComputed, type ComputedField } from './fields/computed.js';
+import { validationStep, type DeclaredValidate, type StoredRecord } from './record-validation.js';
 import { LOOKUPS, TEXT_TYPES, type Lookup } from './lookups.js';
 import { permissionOf } from './access/compile.js';
 import { parseAccess, RuleError, type AccessRules, type AccessSource } from './access/rules.js';
@@ -73,6 +75,11 @@ export interface ResourceOptions {
   hooks?: ResourceHooks;
   /** Endpoints of the collection's own (DRF's `@action`, LOGIC.md §4), by name. */
   actions?: Record<string, ActionDeclaration>;
+  /**
+   * Checks of the whole record (LOGIC.md §1), once every field passed: `values` is the record as
+   * it would be stored; `ctx.errors.add(field | null, message)` refuses it with a 400.
+   */
+  validate?: DeclaredValidate;
 }
 
 /**
@@ -87,9 +94,10 @@ export interface ViewSetHooks extends BuiltinWriteHooks {
   /**
    * Checks that need I/O (a DNS lookup) or more than one field, run outside the transaction after
    * each field's own check; add to `errors`. Slow work on checked values (a password's hash) goes
-   * here too: on SQLite a transaction holds up every query of the process.
+   * here too: on SQLite a transaction holds up every query of the process. `stored`: the record
+   * an update changes (null on a create). A declaration's `validate` is made into this step.
    */
-  validate?(values: Record<string, unknown>, errors: FieldErrors, request: ApiRequest): Promise<void>;
+  validate?(values: Record<string, unknown>, errors: FieldErrors, request: ApiRequest, stored: StoredRecord | null): Promise<void>;
   /** to_representation: fills what no one column shows (nested objects, computed members), once per page. */
   represent?(rows: readonly Row[], out: Record<string, unknown>[], context: { detail: boolean; executor: DynamicDb }): Promise<void>;
   /**
@@ -196,7 +204,10 @@ export interface Resource {
    * where it can be written so (the built-in policies, `and`, `or`); null: `permission` alone.
    */
   readonly access: AccessRules | null;
+  /** The stored fields (computed ones are in `computed`). */
   readonly fields: Readonly<Record<string, Field>>;
+  /** Computed fields (LOGIC.md §2): shown after the stored ones, never stored. */
+  readonly computed: Readonly<Record<string, ComputedField>>;
   readonly owner: boolean;
   readonly timestamps: boolean;
   /** Public ordering names (`id`, fields, timestamps) → the field they order by. */
@@ -242,7 +253,7 @@ export const NAME = /^[a-z][a-z0-9_]*$/;
 export const RESERVED = new Set(['users', 'webhooks', 'keys', 'auth', 'docs', 'openapi.json', 'events']);
 const OPTION_NAMES = new Set([
   'name', 'label', 'description', 'fields', 'owner', 'permission', 'access', 'orderings', 'defaultOrdering', 'filters',
-  'search', 'event', 'eventId', 'related', 'timestamps', 'operations', 'hooks', 'actions',
+  'search', 'event', 'eventId', 'related', 'timestamps', 'operations', 'hooks', 'actions', 'validate',
 ]);
 /** Columns every record may have besides its fields; no field may take their names. */
 const IMPLICIT = new Set(['url', 'id', 'owner', 'created_at', 'updated_at']);
@@ -301,6 +312,7 @@ function checkDeclaration(options: BuiltinOptions, { builtin }: { builtin: boole
   if (typeof options.fields !== 'object' || options.fields === null) fail(null, 'fields must be an object of field.<type>() values');
 
   const fields: Record<string, Field> = {};
+  const computed: Record<string, ComputedField> = {};
   for (const [fieldName, value] of Object.entries(options.fields)) {
     if (!NAME.test(fieldName)) fail(fieldName, 'a field name must match [a-z][a-z0-9_]*');
     // restwire's own collections may show a timestamp among their fields (a webhook's `created_at`).
@@ -310,6 +322,10 @@ function checkDeclaration(options: BuiltinOptions, { builtin }: { builtin: boole
     const allowed = optionsOf(value);
     for (const option of Object.keys(value.options)) {
       if (!allowed.includes(option)) fail(fieldName, `unknown option "${option}" for field.${value.type} (it takes ${allowed.join(', ')})`);
+    }
+    if (isComputed(value)) {
+      computed[fieldName] = value;
+      continue;
     }
     if (value.readOnly && value.writeOnly) fail(fieldName, 'a field cannot be both readOnly and writeOnly');
     if (value.hasDefault && value.defaultValue === null && !value.nullable) fail(fieldName, 'default: null needs nullable: true');
@@ -323,6 +339,10 @@ function checkDeclaration(options: BuiltinOptions, { builtin }: { builtin: boole
   // Own names only: `orderings: ['constructor']` found Object.prototype's, passed, and failed
   // later in `migrate` with "no such column" (issue 22 item 13).
   const declaredField = (name: string): Field | undefined => (Object.hasOwn(fields, name) ? fields[name] : undefined);
+  // A computed value has no column to compare or sort (LOGIC.md §2).
+  const notComputed = (name: string, use: string): void => {
+    if (Object.hasOwn(computed, name)) fail(name, `cannot ${use} "${name}": a computed field is not stored`);
+  };
   const owner = options.owner === true;
   const timestamps = options.timestamps ?? true;
   const orderable = (field: string): boolean => {
@@ -333,6 +353,7 @@ function checkDeclaration(options: BuiltinOptions, { builtin }: { builtin: boole
   };
   const orderings = ['id', ...(options.orderings ?? []).filter((ordering) => ordering !== 'id')];
   for (const ordering of orderings) {
+    notComputed(ordering, 'order by');
     if (!orderable(ordering)) fail(ordering, `cannot order by "${ordering}": no such field, or one that cannot be ordered (references, json)`);
   }
   const defaultOrdering = options.defaultOrdering ?? '-id';
@@ -340,6 +361,7 @@ function checkDeclaration(options: BuiltinOptions, { builtin }: { builtin: boole
 
   const filters: Record<string, Lookup[]> = {};
   for (const [field, lookups] of Object.entries(options.filters ?? {})) {
+    notComputed(field, 'filter on');
     const declared = declaredField(field);
     if (!(field === 'owner' && owner) && (declared === undefined || declared.type === 'json' || declared.writeOnly)) {
       fail(field, `cannot filter on "${field}": no such field, or one that cannot be filtered (json, write-only)`);
@@ -356,6 +378,7 @@ function checkDeclaration(options: BuiltinOptions, { builtin }: { builtin: boole
   }
   const search = options.search ?? [];
   for (const field of search) {
+    notComputed(field, 'search');
     const declared = declaredField(field);
     if (!declared || !TEXT_TYPES.includes(declared.type)) fail(field, `search needs text fields; "${field}" is not one`);
   }
@@ -374,6 +397,7 @@ function checkDeclaration(options: BuiltinOptions, { builtin }: { builtin: boole
     }
   }
 
+  if (options.validate !== undefined && typeof options.validate !== 'function') fail(null, 'validate must be a function (values, ctx)');
   if (options.access !== undefined && options.permission !== undefined) fail(null, 'state access or permission, not both');
   const target = { table: options.table ?? name, fields, owner };
   let access: AccessRules | null = null;
@@ -406,6 +430,7 @@ function checkDeclaration(options: BuiltinOptions, { builtin }: { builtin: boole
     permission,
     access,
     fields,
+    computed,
     owner,
     timestamps,
     orderings,
@@ -420,7 +445,7 @@ function checkDeclaration(options: BuiltinOptions, { builtin }: { builtin: boole
     detailOnly: options.detailOnly ?? [],
     createShows: options.createShows ?? [],
     recordDescription: options.recordDescription ?? options.description ?? '',
-    hooks,
+    hooks: withDeclaredValidate(name, fields, hooks, options.validate),
     extraActions: options.extraActions ?? [],
     declaredActions: checkActions(options.actions ?? {}, { ...target, related: options.related ?? {}, access, fail }),
     ...(options.createDocs ? { createDocs: options.createDocs } : {}),
@@ -428,6 +453,25 @@ function checkDeclaration(options: BuiltinOptions, { builtin }: { builtin: boole
     callerMembers: options.callerMembers ?? {},
     pages: options.pages ?? {},
     keyLimit: options.keyLimit ?? 'write',
+  };
+}
+
+/**
+ * The hooks with the declaration's `validate` as part of their one validation step (LOGIC.md §1),
+ * after a built-in collection's own `validate` hook when it has both.
+ */
+function withDeclaredValidate(name: string, fields: Record<string, Field>, hooks: ViewSetHooks, validate: DeclaredValidate | undefined): ViewSetHooks {
+  if (!validate) return hooks;
+  const declared = validationStep(name, fields, validate);
+  const own = hooks.validate;
+  return {
+    ...hooks,
+    validate: own
+      ? async (values, errors, request, stored) => {
+          await own(values, errors, request, stored);
+          await declared(values, errors, request, stored);
+        }
+      : declared,
   };
 }
 
@@ -448,6 +492,7 @@ export function representationFields(resource: Resource): string[] {
     'url',
     'id',
     ...Object.entries(resource.fields).filter(([name, field]) => !field.writeOnly && !resource.detailOnly.includes(name)).map(([name]) => name),
+    ...Object.keys(resource.computed),
     ...(resource.owner ? ['owner'] : []),
     ...Object.keys(resource.related),
     ...(resource.timestamps ? ['created_at', 'updated_at'] : []),

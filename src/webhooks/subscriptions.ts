@@ -126,7 +126,7 @@ export function webhooksResource(options: WebhookOptions): Resource {
   const fields: Record<string, Field> = {
     target_url: {
       ...field.url({ maxLength: 2000 }),
-      // The address is resolved and checked by the `validate` hook, outside the transaction.
+      // The address is resolved and checked by the declaration's `validate`, outside the transaction.
       parse: (value) =>
         typeof value !== 'string' || value.trim() === ''
           ? fail(MESSAGES.invalidUrl)
@@ -215,20 +215,18 @@ export function webhooksResource(options: WebhookOptions): Resource {
     permission: isAuthenticated,
     timestamps: false,
     createShows: ['secret'],
+    // The target's address is resolved once every field passed, outside the transaction; only a
+    // new one, so a webhook whose host is gone can still be switched off (LOGIC.md §1).
+    async validate(values, { errors, record }) {
+      if (record !== null && values.target_url === record.target_url) return;
+      try {
+        await checkTargetUrl(String(values.target_url), { allowPrivate });
+      } catch (error) {
+        errors.add('target_url', error instanceof TargetRefusedError ? error.message : MESSAGES.invalidUrl);
+      }
+    },
     hooks: {
       scope: async (request) => (eb) => eb('owner_id', '=', request.user!.id),
-      async validate(values, errors) {
-        if (typeof values.target_url !== 'string') return;
-        try {
-          await checkTargetUrl(values.target_url, { allowPrivate });
-        } catch (error) {
-          delete values.target_url;
-          // First, as the field is declared first.
-          const others = { ...errors };
-          for (const name of Object.keys(errors)) delete errors[name];
-          Object.assign(errors, { target_url: [error instanceof TargetRefusedError ? error.message : MESSAGES.invalidUrl] }, others);
-        }
-      },
       async beforeCreate({ trx, columns, request }) {
         const user = request.user!;
         await refuseBeyondPerUserCap(storage, trx, { table: 'webhooks', userId: user.id, max: MAX_WEBHOOKS_PER_USER, message: `A user may have at most ${MAX_WEBHOOKS_PER_USER} webhooks.` });

@@ -1,5 +1,6 @@
 // Jobs held, each belonging to one resume: deleting the resume deletes its positions (cascade),
-// each with its own `position.deleted` event. Their own logic: hooks keep the resume's
+// each with its own `position.deleted` event. Their own logic: a position ends on or after it
+// starts (`validate`), hooks keep the resume's
 // `current_position` (the latest position not yet finished) in the same transaction as the
 // change, and `POST /api/v1/positions/{id}/close/` ends a position.
 import { defineResource, field } from 'restwire';
@@ -31,6 +32,12 @@ export default defineResource({
   defaultOrdering: '-started_on',
   filters: { resume: ['exact'], employer: ['exact', 'contains'] },
   event: 'position',
+  // Dates are ISO text, so they compare as strings.
+  validate(values, { errors }) {
+    if (values.finished_on !== null && String(values.finished_on) < String(values.started_on)) {
+      errors.add('finished_on', 'Must be on or after started_on.');
+    }
+  },
   hooks: {
     async afterCreate({ record, collection }) {
       await refreshCurrent(collection, Number(record.resume_id));

@@ -6,6 +6,7 @@
 
 import { FIELD_TYPES } from '../../db/schema-state.js';
 import { FIELD, type Field } from './field.js';
+import { computed } from './computed.js';
 import { date, datetime } from './dates.js';
 import { json } from './json.js';
 import { boolean, decimal, integer } from './numbers.js';
@@ -13,7 +14,7 @@ import { reference, references } from './relations.js';
 import { choice, email, string, text, url } from './text.js';
 
 /** Every field type's constructor, by the name users call it with. */
-const constructors = { string, text, integer, decimal, boolean, date, datetime, email, url, choice, json, reference, references } as const;
+const constructors = { string, text, integer, decimal, boolean, date, datetime, email, url, choice, json, reference, references, computed } as const;
 
 /** Wraps a constructor so that a bad option makes an InvalidField instead of throwing. */
 function guarded<Args extends unknown[]>(type: string, make: (...args: Args) => Field): (...args: Args) => Field {

@@ -26,6 +26,7 @@ export function recordSchema(resource: Resource): SchemaObject {
     id: { type: 'integer', minimum: 1, readOnly: true },
   };
   for (const [name, field] of Object.entries(resource.fields)) if (!field.writeOnly && !resource.detailOnly.includes(name)) properties[name] = field.schema();
+  for (const [name, field] of Object.entries(resource.computed)) properties[name] = field.schema();
   if (resource.owner) properties.owner = { ...recordPathSchema('users', 'The user who created it.'), readOnly: true };
   for (const [name, relation] of Object.entries(resource.related)) {
     properties[name] = { type: 'array', readOnly: true, items: recordPathSchema(relation.collection, `A path in ${relation.collection}.`) };

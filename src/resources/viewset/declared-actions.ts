@@ -19,7 +19,8 @@ import type { ActionHandlerContext, ActionResult, DeclaredAction } from '../acti
 import { parseField, type ParseContext } from '../fields/field.js';
 import type { ExtraAction, Resource } from '../resource.js';
 import { collectionHandle, storedRecord, type HandleTarget } from './collection-handle.js';
-import { guardedAfterCommit, hookUserOf, userCodeError, type HookLog } from './hook-context.js';
+import { userCodeError } from '../user-code.js';
+import { guardedAfterCommit, hookUserOf, type HookLog } from './hook-context.js';
 import { describeField } from './metadata.js';
 import { viewerOf } from './queryset.js';
 

@@ -4,9 +4,9 @@
 // answer: `reject(…)` and any other ApiError as they are, anything else a 500 naming the
 // collection and the hook in the log, never in the body.
 
-import { isDatabaseUnavailable } from '../../db/outage.js';
 import type { User } from '../../http/caller.js';
-import { ApiError, Rejected, UserCodeFailed, ValidationError, type FieldErrors } from '../../http/errors.js';
+import { ValidationError, type FieldErrors } from '../../http/errors.js';
+import { UserCodeFailed, userCodeError } from '../user-code.js';
 import { parseField, type ParseContext } from '../fields/field.js';
 import type { HookName, HookUser } from '../hooks.js';
 import type { Resource, ViewSetHooks } from '../resource.js';
@@ -20,12 +20,6 @@ export interface HookLog {
 /** The caller as hooks see them. */
 export function hookUserOf(user: User | null): HookUser | null {
   return user === null ? null : { id: user.id, username: user.username, roles: [...user.roles] };
-}
-
-/** A throw from a declaration's code as the request's answer (LOGIC.md §1, §3). */
-export function userCodeError(collection: string, where: string, error: unknown): unknown {
-  if (error instanceof ApiError || isDatabaseUnavailable(error)) return error;
-  return Rejected.from(error) ?? new UserCodeFailed(collection, where, error);
 }
 
 /** Runs `fn` after a commit: its failure is logged and changes nothing already answered (LOGIC.md §3). */

@@ -25,7 +25,7 @@ import { readsAreShared } from '../access/compile.js';
 import { buildFilters } from '../filters.js';
 import { pageResponse } from '../keyset.js';
 import type { CollectionLookup } from '../relations.js';
-import type { BuiltinHookContext, StoredRecord } from '../hooks.js';
+import type { BuiltinHookContext, HookName, StoredRecord } from '../hooks.js';
 import { collectionPathOf, recordRouteOf, representationFields, type ActionContext, type ActionName, type Change, type ChangeListener, type Resource } from '../resource.js';
 import { collectionHandle } from './collection-handle.js';
 import { declaredExtraActions } from './declared-actions.js';
@@ -120,13 +120,22 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
     };
   }
 
+  /** Runs a hook given the record (and its row), if the collection has it; its context, for what it answers. */
+  async function runHook(name: HookName, request: ApiRequest, trx: DynamicDb, later: Array<() => void>, record: Record<string, unknown>, row: Row) {
+    if (!hookCalls.has(name)) return null;
+    const ctx = hookContext(request, trx, later, { record: hookCalls.record(record), row });
+    await hookCalls.call(name, ctx);
+    return ctx;
+  }
+
   /**
    * Runs `beforeCreate` or `beforeUpdate` with the values about to be written as the record's
    * JSON shows them; what the hook changed is read back through the fields into `values` and the
    * columns, and its references checked (trusted: any record may be named).
    */
-  async function beforeWrite(name: 'beforeCreate' | 'beforeUpdate', ctx: BuiltinHookContext, values: Record<string, unknown>, id: number | null): Promise<void> {
+  async function beforeWrite(name: 'beforeCreate' | 'beforeUpdate', context: () => BuiltinHookContext, values: Record<string, unknown>, id: number | null): Promise<void> {
     if (!hookCalls.has(name)) return;
+    const ctx = context();
     const shown = hookCalls.shownValues(values);
     const snapshot = structuredClone(shown);
     await hookCalls.call(name, { ...ctx, values: shown });
@@ -171,7 +180,7 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
     async handle(request) {
       const data = await request.data();
       const { values, errors } = readInput(data, false, trustedRequests.has(request));
-      await hooks.validate?.(values, errors, request);
+      await hooks.validate?.(values, errors, request, null);
       if (Object.keys(errors).length && !hasStoredChecks(data)) throw new ValidationError(errors);
       // Left out: the declared default, else null (an empty list for references).
       for (const [name, field] of fieldEntries) {
@@ -187,7 +196,7 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
           ...(resource.owner ? { owner_id: user.id } : {}),
           ...(resource.timestamps ? { created_at: now, updated_at: now } : {}),
         };
-        await beforeWrite('beforeCreate', hookContext(request, trx, later, { record: null, row: null, columns: insert }), values, null);
+        await beforeWrite('beforeCreate', () => hookContext(request, trx, later, { record: null, row: null, columns: insert }), values, null);
         const { rows } = await trx.executeQuery<Row>(compiledInsert(trx, insert));
         const row = rows[0]!;
         await writeReferenceLists(trx, row.id, values, false);
@@ -195,9 +204,8 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
         await checkRule(trx, 'create', request, row.id);
         const representation = await representOne(row, trx, false, request.user);
         await notify(trx, { resource, action: 'created', record: representation, actor: user });
-        const after = hookContext(request, trx, later, { record: hookCalls.record(representation), row });
-        await hookCalls.call('afterCreate', after);
-        return { record: representation, row, extras: after.response };
+        const after = await runHook('afterCreate', request, trx, later, representation, row);
+        return { record: representation, row, extras: after?.response ?? {} };
       }, request.unit);
       for (const then of later) afterCommitOf(request, then);
       const [shown] = shownTo(request, [row], [record]);
@@ -226,9 +234,10 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
         // Checks with I/O run outside the transaction, once the record is known to be the caller's.
         let validated: ReturnType<typeof readInput> | null = null;
         if (hooks.validate) {
-          checkObjectPermission(request, await loadRow(readerOf(request), id, false, request));
+          const stored = await loadRow(readerOf(request), id, false, request);
+          checkObjectPermission(request, stored);
           validated = readInput(data, partial, trustedRequests.has(request));
-          await hooks.validate(validated.values, validated.errors, request);
+          await hooks.validate(validated.values, validated.errors, request, { row: stored, record: await representOne(stored, readerOf(request), false, request.user) });
           if (Object.keys(validated.errors).length && !hasStoredChecks(data)) throw new ValidationError(validated.errors);
         }
         const later: Array<() => void> = [];
@@ -249,7 +258,7 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
           await notify.before(trx, resource, id);
           const changedValues = Object.fromEntries(changed);
           const set = { ...columnValues(changedValues), ...(resource.timestamps ? { updated_at: Math.max(Date.now(), Number(row.updated_at)) } : {}) };
-          await beforeWrite('beforeUpdate', hookContext(request, trx, later, { record: hookCalls.record(before), row, columns: set }), changedValues, id);
+          await beforeWrite('beforeUpdate', () => hookContext(request, trx, later, { record: hookCalls.record(before), row, columns: set }), changedValues, id);
           const updated = Object.keys(set).length
             ? ((await trx.updateTable(table).set(set).where('id', '=', id).returningAll().executeTakeFirstOrThrow()) as Row)
             : row;
@@ -260,7 +269,7 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
           const changes: Record<string, { from: unknown }> = {};
           for (const name of Object.keys(changedValues)) if (!resource.fields[name]!.writeOnly) changes[name] = { from: before[name] };
           await notify(trx, { resource, action: 'updated', record: representation, changes, actor: user });
-          await hookCalls.call('afterUpdate', hookContext(request, trx, later, { record: hookCalls.record(representation), row: updated }));
+          await runHook('afterUpdate', request, trx, later, representation, updated);
           return { record: representation, row: updated };
         }, request.unit);
         for (const then of later) afterCommitOf(request, then);
@@ -282,10 +291,10 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
         await checkRule(trx, 'delete', request, id);
         const before = await representOne(row, trx, false, request.user);
         assertRecordMatches(request.raw.headers['if-match'], before);
-        await hookCalls.call('beforeDelete', hookContext(request, trx, later, { record: hookCalls.record(before), row }));
+        await runHook('beforeDelete', request, trx, later, before, row);
         // Records a cascade or setNull reaches raise their events but run no hooks (set-based, issue 22).
         await deleteRecord(trx, row, before, notify, user);
-        await hookCalls.call('afterDelete', hookContext(request, trx, later, { record: hookCalls.record(before), row }));
+        await runHook('afterDelete', request, trx, later, before, row);
       }, request.unit);
       for (const then of later) afterCommitOf(request, then);
       return { status: 204 };

@@ -8,10 +8,11 @@ import type { User } from '../../http/caller.js';
 import { ValidationError, type FieldErrors } from '../../http/errors.js';
 import { MESSAGES } from '../../http/messages.js';
 import { isFormData, type RequestData } from '../../http/parsers.js';
-import { parseField, type ParseContext } from '../fields/field.js';
+import { parseField, ValidatorFailed, type FieldResult, type ParseContext } from '../fields/field.js';
 import { readReference } from '../fields/relations.js';
 import { missingReferences, type CollectionLookup } from '../relations.js';
 import type { Resource } from '../resource.js';
+import { UserCodeFailed } from '../user-code.js';
 
 /** A collection's input checks; `context` is PUBLIC_URL and the collections, for reading references. */
 export function buildInputChecks(resource: Resource, context: ParseContext, lookup: CollectionLookup) {
@@ -35,7 +36,13 @@ export function buildInputChecks(resource: Resource, context: ParseContext, look
         if (!partial && field.required) errors[name] = [MESSAGES.required];
         continue;
       }
-      const result = parseField(field, data[name], parseContext);
+      let result: FieldResult;
+      try {
+        result = parseField(field, data[name], parseContext);
+      } catch (error) {
+        // A declared validator threw (LOGIC.md §1): a 500 whose log names the collection and field.
+        throw error instanceof ValidatorFailed ? new UserCodeFailed(resource.name, `validators of field "${name}"`, error.cause) : error;
+      }
       if (result.ok) values[name] = result.value;
       else errors[name] = result.errors;
     }

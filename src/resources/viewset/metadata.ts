@@ -38,6 +38,7 @@ export function metadataOf(resource: Resource, method: 'POST' | 'PUT') {
               ['url', readOnly('field', 'Url')],
               ['id', readOnly('integer', 'ID')],
               ...fieldEntries.map(([name, field]) => [name, describeField(name, field)]),
+              ...Object.entries(resource.computed).map(([name, field]) => [name, describeField(name, field)]),
               ...(resource.owner ? [['owner', readOnly('field', 'Owner')]] : []),
               ...Object.keys(resource.related).map((name) => [name, readOnly('field', name.charAt(0).toUpperCase() + name.slice(1))]),
               ...(resource.timestamps ? [['created_at', readOnly('datetime', 'Created at')], ['updated_at', readOnly('datetime', 'Updated at')]] : []),
