@@ -128,6 +128,12 @@ export default defineResource({
         reject(409, 'Not now.');
       },
     },
+    invalid_write: {
+      detail: false,
+      async handle({ collection }) {
+        await collection('resumes').create({ last_position: 'No name given' });
+      },
+    },
   },
 });
 `;
@@ -308,6 +314,11 @@ describe.each(BACKENDS)('hooks and actions of a declaration on %s', (backend) =>
     expect(refused.status).toBe(409);
     expect(refused.body).toMatchObject({ status: 409, detail: 'Not now.' });
     expect((await send('GET', '/api/v1/positions/refuse/', alice)).status).toBe(405);
+    // A write through ctx.collection that fails validation answers with that write's 400.
+    const invalid = await send('POST', '/api/v1/positions/invalid_write/', alice);
+    expect(invalid.status).toBe(400);
+    expect(invalid.body!.errors).toEqual({ full_name: ['This field is required.'] });
+    expect(((await get('/api/v1/resumes/')).body!.results as Json[]).some((r) => r.last_position === 'No name given')).toBe(false);
   });
 
   it('describes actions in OPTIONS, OpenAPI (input as the request body) and the browsable page', async () => {
@@ -323,5 +334,34 @@ describe.each(BACKENDS)('hooks and actions of a declaration on %s', (backend) =>
     const page = await send('GET', job.url, alice, undefined, { accept: 'text/html' });
     expect(page.text).toContain(`data-action="${job.url}close/"`);
     expect(page.text).toContain(`href="${job.url}history/"`);
+  });
+});
+
+describe('a declaration whose hooks or actions are wrong', () => {
+  let database: TestDatabase;
+  let project: Project;
+  beforeAll(async () => {
+    database = await createTestDatabase('sqlite');
+    project = createProject(database, { 'resumes.ts': RESUMES });
+  });
+  afterAll(async () => {
+    project?.cleanup();
+    await database?.drop();
+  });
+
+  it('stops every command with the file, the collection and the hook or action', async () => {
+    const declare = (extra: string) =>
+      project.write('positions.ts', `import { defineResource, field } from 'restwire';
+export default defineResource({ name: 'positions', fields: { title: field.string({ maxLength: 9 }) }, ${extra} });
+`);
+    declare('hooks: { beforeSave() {} }');
+    let result = await project.run(['makemigrations']);
+    expect(result.code).not.toBe(0);
+    expect(result.output).toContain('positions.ts');
+    expect(result.output).toContain('collection "positions": unknown hook "beforeSave"');
+    declare("actions: { destroy: { detail: true, async handle() {} } }");
+    result = await project.run(['makemigrations']);
+    expect(result.code).not.toBe(0);
+    expect(result.output).toContain('collection "positions": action "destroy": the name is one of the six viewset actions');
   });
 });
