@@ -240,5 +240,5 @@ describe('declarations of validators, validate() and computed fields', () => {
       expect(result.code, result.output).not.toBe(0);
       expect(result.output).toMatch(message);
     }
-  }, 180_000);
+  }, 300_000);
 });

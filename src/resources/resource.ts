@@ -17,6 +17,7 @@ import { FIELD_TYPES } from '../db/schema-state.js';
 import { isField, isInvalidField, optionsOf, type Field } from './fields/field.js';
 import { isComputed, type ComputedField } from './fields/computed.js';
 import { validationStep, type DeclaredValidate, type StoredRecord } from './record-validation.js';
+import type { RecordValues, TypedValidateContext } from './declaration-types.js';
 import { LOOKUPS, TEXT_TYPES, type Lookup } from './lookups.js';
 import { permissionOf } from './access/compile.js';
 import { parseAccess, RuleError, type AccessRules, type AccessSource } from './access/rules.js';
@@ -34,14 +35,17 @@ export interface RelatedList {
   readonly field: string;
 }
 
-/** What a user writes in `defineResource({...})` (RESOURCES.md §1). */
-export interface ResourceOptions {
+/**
+ * What a user writes in `defineResource({...})` (RESOURCES.md §1); `F`, the fields, types what
+ * the declaration's own code sees (LOGIC.md §6).
+ */
+export interface ResourceOptions<F extends Record<string, Field> = Record<string, Field>> {
   /** The collection's path segment and table, `[a-z][a-z0-9_]*`. */
   name: string;
   /** One record's name (default: the name, capitalised, without a trailing `s`). */
   label?: string;
   description?: string;
-  fields: Record<string, Field>;
+  fields: F;
   /** A read-only `owner` path, set to the creating user (default false). */
   owner?: boolean;
   /** Who may do what (default: anyone reads, signed-in users write, owners change their own). */
@@ -73,7 +77,7 @@ export interface ResourceOptions {
    * Checks of the whole record (LOGIC.md §1), once every field passed: `values` is the record as
    * it would be stored; `ctx.errors.add(field | null, message)` refuses it with a 400.
    */
-  validate?: DeclaredValidate;
+  validate?(values: RecordValues<F>, ctx: TypedValidateContext<F>): void | Promise<void>;
 }
 
 /**
@@ -282,8 +286,9 @@ function defaultLabel(name: string): string {
  *   event: 'book',
  * });
  */
-export function defineResource(options: ResourceOptions): Resource {
-  return checkDeclaration(options, { builtin: false });
+export function defineResource<F extends Record<string, Field>>(options: ResourceOptions<F>): Resource {
+  // The types are the user's editor's (LOGIC.md §6); the declaration is checked as plain data.
+  return checkDeclaration(options as unknown as BuiltinOptions, { builtin: false });
 }
 
 /** `defineResource` for restwire's own collections, which may reuse reserved names. */
@@ -441,7 +446,7 @@ function checkDeclaration(options: BuiltinOptions, { builtin }: { builtin: boole
     detailOnly: options.detailOnly ?? [],
     createShows: options.createShows ?? [],
     recordDescription: options.recordDescription ?? options.description ?? '',
-    hooks: withDeclaredValidate(name, fields, options.hooks ?? {}, options.validate),
+    hooks: withDeclaredValidate(name, fields, options.hooks ?? {}, options.validate as DeclaredValidate | undefined),
     extraActions: options.extraActions ?? [],
     ...(options.createDocs ? { createDocs: options.createDocs } : {}),
     ...(options.updateDocs ? { updateDocs: options.updateDocs } : {}),
