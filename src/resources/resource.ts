@@ -8,7 +8,6 @@ import { and, authenticatedOrReadOnly, ownerOrReadOnly } from '../auth/permissio
 import type { Permission } from '../http/caller.js';
 import type { User } from '../http/caller.js';
 import type { Database } from '../db/schema.js';
-import type { FieldErrors } from '../http/errors.js';
 import type { KeyLimit } from '../http/scopes.js';
 import type { ActionDocs, ApiRequest, ApiResponse, PageTemplate } from '../http/view.js';
 import type { Condition } from '../db/dynamic-tables.js';
@@ -16,7 +15,7 @@ import type { DynamicDb, Row } from '../db/dynamic-tables.js';
 import { FIELD_TYPES } from '../db/schema-state.js';
 import { isField, isInvalidField, optionsOf, type Field } from './fields/field.js';
 import { isComputed, type ComputedField } from './fields/computed.js';
-import { validationStep, type DeclaredValidate, type StoredRecord } from './record-validation.js';
+import { validationStep, type DeclaredValidate, type ValidationStep } from './record-validation.js';
 import type { RecordValues, TypedValidateContext } from './declaration-types.js';
 import { LOOKUPS, TEXT_TYPES, type Lookup } from './lookups.js';
 import { permissionOf } from './access/compile.js';
@@ -93,7 +92,7 @@ export interface ViewSetHooks {
    * here too: on SQLite a transaction holds up every query of the process. `stored`: the record
    * an update changes (null on a create). A declaration's `validate` is made into this step.
    */
-  validate?(values: Record<string, unknown>, errors: FieldErrors, request: ApiRequest, stored: StoredRecord | null): Promise<void>;
+  validate?: ValidationStep;
   /** perform_create, before the insert: completes the columns (an owner, a sealed secret), or refuses. */
   beforeCreate?(trx: DynamicDb, columns: Record<string, unknown>, request: ApiRequest): Promise<void>;
   /** perform_create, after the insert: extra members and headers of the 201, and work once committed. */
@@ -392,7 +391,7 @@ function checkDeclaration(options: BuiltinOptions, { builtin }: { builtin: boole
   const actions = options.actions ?? ALL_ACTIONS;
   for (const action of actions) if (!ALL_ACTIONS.includes(action)) fail(null, `unknown action "${action}"`);
   for (const [relatedName, relation] of Object.entries(options.related ?? {})) {
-    if (!NAME.test(relatedName) || declaredField(relatedName) || IMPLICIT.has(relatedName)) fail(relatedName, 'a related list needs a name of its own');
+    if (!NAME.test(relatedName) || declaredField(relatedName) || Object.hasOwn(computed, relatedName) || IMPLICIT.has(relatedName)) fail(relatedName, 'a related list needs a name of its own');
     if (typeof relation?.collection !== 'string' || typeof relation.field !== 'string') {
       fail(relatedName, 'a related list is { collection, field }');
     }
@@ -446,32 +445,16 @@ function checkDeclaration(options: BuiltinOptions, { builtin }: { builtin: boole
     detailOnly: options.detailOnly ?? [],
     createShows: options.createShows ?? [],
     recordDescription: options.recordDescription ?? options.description ?? '',
-    hooks: withDeclaredValidate(name, fields, options.hooks ?? {}, options.validate as DeclaredValidate | undefined),
+    // A declared `validate` is the one validation step, after a built-in's own (LOGIC.md §1).
+    hooks: options.validate
+      ? { ...options.hooks, validate: validationStep(name, fields, options.validate as DeclaredValidate, options.hooks?.validate) }
+      : (options.hooks ?? {}),
     extraActions: options.extraActions ?? [],
     ...(options.createDocs ? { createDocs: options.createDocs } : {}),
     ...(options.updateDocs ? { updateDocs: options.updateDocs } : {}),
     callerMembers: options.callerMembers ?? {},
     pages: options.pages ?? {},
     keyLimit: options.keyLimit ?? 'write',
-  };
-}
-
-/**
- * The hooks with the declaration's `validate` as part of their one validation step (LOGIC.md §1),
- * after a built-in collection's own `validate` hook when it has both.
- */
-function withDeclaredValidate(name: string, fields: Record<string, Field>, hooks: ViewSetHooks, validate: DeclaredValidate | undefined): ViewSetHooks {
-  if (!validate) return hooks;
-  const declared = validationStep(name, fields, validate);
-  const own = hooks.validate;
-  return {
-    ...hooks,
-    validate: own
-      ? async (values, errors, request, stored) => {
-          await own(values, errors, request, stored);
-          await declared(values, errors, request, stored);
-        }
-      : declared,
   };
 }
 
