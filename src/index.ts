@@ -24,6 +24,10 @@ export type { ActionDeclaration, ActionHandlerContext, ActionResult } from './re
 export type { FieldType, OnDelete } from './db/schema-state.js';
 export type { CommonOptions, Field } from './resources/fields/field.js';
 export { field } from './resources/fields/index.js';
+/** The types a declaration's own code is checked with (LOGIC.md §6): values and records typed from the fields. */
+export type { FieldConstructors, FieldKind, JsonValue, LooseRecord, RecordValues, StoredRecordOf, TypedField, TypedValidateContext } from './resources/declaration-types.js';
+export type { FieldValidator } from './resources/fields/field.js';
+export type { Caller, ValidateContext, ValidationErrors } from './resources/record-validation.js';
 /** The seed's `experiences`, for a resources folder that wants to keep serving it: `export { experiences as default } from 'restwire'`. */
 export { experiences } from './resources/experiences.js';
 export type { Permission, PermissionContext, OwnedRecord } from './http/caller.js';

@@ -42,6 +42,9 @@ export interface StoredRecord {
   readonly record: Record<string, unknown>;
 }
 
+/** The viewset's validation step (`ViewSetHooks.validate`): adds to `errors`; `stored` on an update. */
+export type ValidationStep = (values: Record<string, unknown>, errors: FieldErrors, request: ApiRequest, stored: StoredRecord | null) => Promise<void>;
+
 /** DRF's key for what belongs to no one field. */
 export const NON_FIELD_ERRORS = 'non_field_errors';
 
@@ -84,12 +87,14 @@ function wholeRecord(fields: Readonly<Record<string, Field>>, values: Record<str
 }
 
 /**
- * The viewset's validation step for a declaration's `validate`: nothing while a field has an
- * error (as DRF calls `validate` only once every field passed); what it adds goes to `errors`.
- * A throw that is not an ApiError (a `reject(…)`) is a 500 naming the collection.
+ * The viewset's validation step with a declaration's `validate`, after a built-in collection's
+ * own step (`own`) when it has one: nothing while a field has an error (as DRF calls `validate`
+ * only once every field passed); what it adds goes to `errors`. A throw that is not an ApiError
+ * (a `reject(…)`) is a 500 naming the collection.
  */
-export function validationStep(collection: string, fields: Readonly<Record<string, Field>>, validate: DeclaredValidate) {
-  return async function validateRecord(values: Record<string, unknown>, errors: FieldErrors, request: ApiRequest, stored: StoredRecord | null): Promise<void> {
+export function validationStep(collection: string, fields: Readonly<Record<string, Field>>, validate: DeclaredValidate, own?: ValidationStep): ValidationStep {
+  return async function validateRecord(values, errors, request, stored) {
+    await own?.(values, errors, request, stored);
     if (Object.keys(errors).length) return;
     const context: ValidateContext = {
       errors: {

@@ -8,7 +8,6 @@ import { and, authenticatedOrReadOnly, ownerOrReadOnly } from '../auth/permissio
 import type { Permission } from '../http/caller.js';
 import type { User } from '../http/caller.js';
 import type { Database } from '../db/schema.js';
-import type { FieldErrors } from '../http/errors.js';
 import type { KeyLimit } from '../http/scopes.js';
 import type { ActionDocs, ApiRequest, ApiResponse, PageTemplate } from '../http/view.js';
 import type { Condition } from '../db/dynamic-tables.js';
@@ -16,7 +15,8 @@ import type { DynamicDb, Row } from '../db/dynamic-tables.js';
 import { FIELD_TYPES } from '../db/schema-state.js';
 import { isField, isInvalidField, optionsOf, type Field } from './fields/field.js';
 import { isComputed, type ComputedField } from './fields/computed.js';
-import { validationStep, type DeclaredValidate, type StoredRecord } from './record-validation.js';
+import { validationStep, type DeclaredValidate, type ValidationStep } from './record-validation.js';
+import type { RecordValues, TypedValidateContext } from './declaration-types.js';
 import { LOOKUPS, TEXT_TYPES, type Lookup } from './lookups.js';
 import { permissionOf } from './access/compile.js';
 import { parseAccess, RuleError, type AccessRules, type AccessSource } from './access/rules.js';
@@ -36,14 +36,17 @@ export interface RelatedList {
   readonly field: string;
 }
 
-/** What a user writes in `defineResource({...})` (RESOURCES.md §1). */
-export interface ResourceOptions {
+/**
+ * What a user writes in `defineResource({...})` (RESOURCES.md §1); `F`, the fields, types what
+ * the declaration's own code sees (LOGIC.md §6).
+ */
+export interface ResourceOptions<F extends Record<string, Field> = Record<string, Field>> {
   /** The collection's path segment and table, `[a-z][a-z0-9_]*`. */
   name: string;
   /** One record's name (default: the name, capitalised, without a trailing `s`). */
   label?: string;
   description?: string;
-  fields: Record<string, Field>;
+  fields: F;
   /** A read-only `owner` path, set to the creating user (default false). */
   owner?: boolean;
   /** Who may do what (default: anyone reads, signed-in users write, owners change their own). */
@@ -79,7 +82,7 @@ export interface ResourceOptions {
    * Checks of the whole record (LOGIC.md §1), once every field passed: `values` is the record as
    * it would be stored; `ctx.errors.add(field | null, message)` refuses it with a 400.
    */
-  validate?: DeclaredValidate;
+  validate?(values: RecordValues<F>, ctx: TypedValidateContext<F>): void | Promise<void>;
 }
 
 /**
@@ -97,7 +100,7 @@ export interface ViewSetHooks extends BuiltinWriteHooks {
    * here too: on SQLite a transaction holds up every query of the process. `stored`: the record
    * an update changes (null on a create). A declaration's `validate` is made into this step.
    */
-  validate?(values: Record<string, unknown>, errors: FieldErrors, request: ApiRequest, stored: StoredRecord | null): Promise<void>;
+  validate?: ValidationStep;
   /** to_representation: fills what no one column shows (nested objects, computed members), once per page. */
   represent?(rows: readonly Row[], out: Record<string, unknown>[], context: { detail: boolean; executor: DynamicDb }): Promise<void>;
   /**
@@ -283,10 +286,10 @@ function defaultLabel(name: string): string {
  *   event: 'book',
  * });
  */
-export function defineResource(options: ResourceOptions): Resource {
-  // Its hooks are the viewset's, each given the context its name says (a `beforeCreate` has no
-  // record yet), which TypeScript cannot see through one ViewSetHooks type.
-  return checkDeclaration(options as BuiltinOptions, { builtin: false });
+export function defineResource<F extends Record<string, Field>>(options: ResourceOptions<F>): Resource {
+  // The types are the user's editor's (LOGIC.md §6); the declaration is checked as plain data,
+  // its hooks as the viewset's, each given the context its name says.
+  return checkDeclaration(options as unknown as BuiltinOptions, { builtin: false });
 }
 
 /** `defineResource` for restwire's own collections, which may reuse reserved names. */
@@ -391,7 +394,7 @@ function checkDeclaration(options: BuiltinOptions, { builtin }: { builtin: boole
   for (const action of operations) if (!ALL_ACTIONS.includes(action)) fail(null, `unknown operation "${action}" (use ${ALL_ACTIONS.join(', ')})`);
   const hooks = checkHooks(options.hooks ?? {}, { builtin, fail });
   for (const [relatedName, relation] of Object.entries(options.related ?? {})) {
-    if (!NAME.test(relatedName) || declaredField(relatedName) || IMPLICIT.has(relatedName)) fail(relatedName, 'a related list needs a name of its own');
+    if (!NAME.test(relatedName) || declaredField(relatedName) || Object.hasOwn(computed, relatedName) || IMPLICIT.has(relatedName)) fail(relatedName, 'a related list needs a name of its own');
     if (typeof relation?.collection !== 'string' || typeof relation.field !== 'string') {
       fail(relatedName, 'a related list is { collection, field }');
     }
@@ -445,7 +448,8 @@ function checkDeclaration(options: BuiltinOptions, { builtin }: { builtin: boole
     detailOnly: options.detailOnly ?? [],
     createShows: options.createShows ?? [],
     recordDescription: options.recordDescription ?? options.description ?? '',
-    hooks: withDeclaredValidate(name, fields, hooks, options.validate),
+    // A declared `validate` is the one validation step, after a built-in's own (LOGIC.md §1).
+    hooks: options.validate ? { ...hooks, validate: validationStep(name, fields, options.validate as DeclaredValidate, hooks.validate) } : hooks,
     extraActions: options.extraActions ?? [],
     declaredActions: checkActions(options.actions ?? {}, { ...target, related: options.related ?? {}, access, fail }),
     ...(options.createDocs ? { createDocs: options.createDocs } : {}),
@@ -453,25 +457,6 @@ function checkDeclaration(options: BuiltinOptions, { builtin }: { builtin: boole
     callerMembers: options.callerMembers ?? {},
     pages: options.pages ?? {},
     keyLimit: options.keyLimit ?? 'write',
-  };
-}
-
-/**
- * The hooks with the declaration's `validate` as part of their one validation step (LOGIC.md §1),
- * after a built-in collection's own `validate` hook when it has both.
- */
-function withDeclaredValidate(name: string, fields: Record<string, Field>, hooks: ViewSetHooks, validate: DeclaredValidate | undefined): ViewSetHooks {
-  if (!validate) return hooks;
-  const declared = validationStep(name, fields, validate);
-  const own = hooks.validate;
-  return {
-    ...hooks,
-    validate: own
-      ? async (values, errors, request, stored) => {
-          await own(values, errors, request, stored);
-          await declared(values, errors, request, stored);
-        }
-      : declared,
   };
 }
 

@@ -5,6 +5,7 @@
 // types and helpers from `field.ts`.
 
 import { FIELD_TYPES } from '../../db/schema-state.js';
+import type { FieldConstructors } from '../declaration-types.js';
 import { FIELD, type Field } from './field.js';
 import { computed } from './computed.js';
 import { date, datetime } from './dates.js';
@@ -28,8 +29,8 @@ function guarded<Args extends unknown[]>(type: string, make: (...args: Args) => 
   };
 }
 
-/** The field constructors users declare with (RESOURCES.md §2). */
-export const field: typeof constructors = new Proxy(
+/** The field constructors users declare with (RESOURCES.md §2), typed by their values (LOGIC.md §6). */
+export const field: FieldConstructors = new Proxy(
   Object.fromEntries(Object.entries(constructors).map(([type, make]) => [type, guarded(type, make as (...args: unknown[]) => Field)])) as typeof constructors,
   {
     // `field.strnig(...)` in a TypeScript file is not type-checked by the loader: name it.
@@ -38,5 +39,5 @@ export const field: typeof constructors = new Proxy(
         ? () => ({ [FIELD]: true, invalid: `unknown field type "field.${type}" (use ${FIELD_TYPES.map((t) => `field.${t}`).join(', ')})` })
         : target[type as keyof typeof constructors],
   },
-);
+) as unknown as FieldConstructors;
 
