@@ -28,7 +28,7 @@ export const trustedRequests = new WeakSet<ApiRequest>();
 
 // Who reads for trusted code: an admin passes every rule (ACCESS.md §1), so references to any
 // record are accepted and reverse lists show every record.
-const TRUSTED_READER: User = { id: 0, username: 'restwire', passwordChangedAt: 0, roles: ['admin'] };
+export const TRUSTED_READER: User = { id: 0, username: 'restwire', passwordChangedAt: 0, roles: ['admin'] };
 
 /** Whose read rules judge what `request` reads (references written, reverse lists): its caller's, or none for trusted code. */
 export function viewerOf(request: ApiRequest): User | null {
