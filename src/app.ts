@@ -34,6 +34,7 @@ import { eventCatalogView } from './webhooks/catalog.js';
 import { deliveriesResource } from './webhooks/deliveries-log.js';
 import { createDispatcher, type Dispatcher } from './webhooks/dispatcher.js';
 import { assignRepositoryIds } from './webhooks/events.js';
+import { changeLogListener } from './webhooks/change-log.js';
 import { outboxListener } from './webhooks/outbox.js';
 import { createSecretBox } from './webhooks/secrets.js';
 import { webhooksResource } from './webhooks/subscriptions.js';
@@ -176,7 +177,8 @@ export async function buildApp(config: Config, storage: Storage, options: AppOpt
     storage,
     cursors,
     // Only collections with an `event` raise one; the others' changes pass through the outbox untouched.
-    listeners: [outboxListener({ storage, publicUrl: config.publicUrl, wake, repositoryIds, filtersOf })],
+    // The change log (issue 23) beside the outbox: every change, in its own transaction.
+    listeners: [outboxListener({ storage, publicUrl: config.publicUrl, wake, repositoryIds, filtersOf }), changeLogListener()],
     context: { form: false, publicUrl: config.publicUrl, collections: new Set(collections.map((resource) => resource.name)) },
     collections,
     viewSets,

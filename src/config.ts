@@ -58,6 +58,10 @@ export interface Config {
   readonly deliveryRetentionMs: number;
   /** How often the dispatcher prunes the delivery log (DELIVERY_PRUNE_INTERVAL_SECONDS, 300). */
   readonly deliveryPruneIntervalMs: number;
+  /** Changes are kept this long for streams to resume from (CHANGE_RETENTION_HOURS, 24; fractions allowed; STREAMS.md §3). */
+  readonly changeRetentionMs: number;
+  /** Open event streams per user (per client IP for anonymous callers) in each process (STREAM_MAX_PER_USER, 20; STREAMS.md §1). */
+  readonly streamMaxPerUser: number;
   readonly accessTokenSeconds: number;
   readonly refreshTokenSeconds: number;
   readonly sessionIdleSeconds: number;
@@ -120,6 +124,16 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, folders: Folder
     const n = Number(value);
     if (!/^\d+$/.test(value) || n < min || n > max) {
       throw new ConfigError(name, `expected a whole number from ${min} to ${max}, got ${JSON.stringify(value)}`);
+    }
+    return n;
+  };
+  /** A decimal number of hours, e.g. `0.5`. */
+  const hours = (name: string, fallback: number, min: number, max: number): number => {
+    const value = read(name);
+    if (value === undefined) return fallback;
+    const n = Number(value);
+    if (!/^\d+(\.\d+)?$/.test(value) || n < min || n > max) {
+      throw new ConfigError(name, `expected a number of hours from ${min} to ${max}, got ${JSON.stringify(value)}`);
     }
     return n;
   };
@@ -196,6 +210,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, folders: Folder
     webhookTimeoutMs: int('WEBHOOK_TIMEOUT_SECONDS', 10, 1, 60) * 1000,
     deliveryRetentionMs: int('DELIVERY_RETENTION_DAYS', 30, 1, 3650) * 86_400_000,
     deliveryPruneIntervalMs: int('DELIVERY_PRUNE_INTERVAL_SECONDS', 300, 1, 86_400) * 1000,
+    changeRetentionMs: Math.round(hours('CHANGE_RETENTION_HOURS', 24, 0.0001, 87_600) * 3_600_000),
+    streamMaxPerUser: int('STREAM_MAX_PER_USER', 20, 1, 100_000),
     accessTokenSeconds: int('ACCESS_TOKEN_SECONDS', 900, 1, 86_400),
     refreshTokenSeconds: int('REFRESH_TOKEN_SECONDS', 14 * 86_400, 60, 365 * 86_400),
     sessionIdleSeconds: int('SESSION_IDLE_SECONDS', 2 * 3600, 60, 365 * 86_400),

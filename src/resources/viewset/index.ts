@@ -140,7 +140,7 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
         // The create rule judges the record as stored (defaults, owner); refused, it rolls back.
         await checkRule(trx, 'create', request, row.id);
         const representation = await representOne(row, trx, false, request.user);
-        await notify(trx, { resource, action: 'created', record: representation, actor: user });
+        await notify(trx, { resource, action: 'created', record: representation, actor: user, row });
         return { record: representation, row, extras: (await hooks.afterCreate?.(trx, row, representation, request)) ?? {} };
       });
       extras.afterCommit?.();
@@ -203,7 +203,7 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
           const representation = await representOne(updated, trx, false, request.user);
           const changes: Record<string, { from: unknown }> = {};
           for (const [name] of changed) if (!resource.fields[name]!.writeOnly) changes[name] = { from: before[name] };
-          await notify(trx, { resource, action: 'updated', record: representation, changes, actor: user });
+          await notify(trx, { resource, action: 'updated', record: representation, changes, actor: user, row: updated, previous: row });
           return { record: representation, row: updated };
         });
         for (const then of afterCommit) then();
