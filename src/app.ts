@@ -9,7 +9,10 @@ import type { Storage } from './db/database.js';
 import { DatabaseOutage } from './db/outage.js';
 import { registerBrowsableAssets } from './http/browsable/assets.js';
 import { loginView } from './http/browsable/login-view.js';
+import { ChangeFeed } from './db/change-feed.js';
+import { StreamRegistry } from './http/event-stream.js';
 import { createMetrics, type Metrics } from './http/metrics.js';
+import { LiveChanges } from './resources/live/hub.js';
 import { buildOpenApi } from './resources/openapi/document.js';
 import { registerOperations } from './http/operations.js';
 import { CursorCodec } from './http/pagination.js';
@@ -111,7 +114,15 @@ export async function buildApp(config: Config, storage: Storage, options: AppOpt
   const limiters = options.limiterFactory ?? redis?.limiters ?? memoryLimiter;
   const auth = await createAuthentication({ config, storage, keys, users: userStore, limiterFactory: limiters });
   const throttle = new RequestThrottle({ anon: config.rateLimitAnon, user: config.rateLimitUser }, limiters);
-  const pipeline = createPipeline({ authenticators: auth.authenticators, throttle });
+  // Live changes (issue 23): the open streams, and the one reader of the change log they share.
+  const streams = new StreamRegistry({ maxPerCaller: config.streamMaxPerUser, metrics: metrics.streams });
+  const feed = new ChangeFeed(storage, { onError: (error) => server.log.warn({ err: error }, 'could not read the change log; will try again') });
+  await feed.start();
+  const live = new LiveChanges(storage, feed, (error) => server.log.warn({ err: error }, 'could not judge a change for its streams'));
+  // Streams end before the server drains, so they never hold up the deadline (STREAMS.md §4).
+  server.addHook('preClose', async () => streams.closeAll());
+  server.addHook('onClose', async () => feed.stop());
+  const pipeline = createPipeline({ authenticators: auth.authenticators, throttle, streams });
 
   server.decorateRequest('api', null);
   const outage = new DatabaseOutage(storage.ping, server.log);
@@ -182,6 +193,7 @@ export async function buildApp(config: Config, storage: Storage, options: AppOpt
     context: { form: false, publicUrl: config.publicUrl, collections: new Set(collections.map((resource) => resource.name)) },
     collections,
     viewSets,
+    live,
   };
   for (const resource of collections) viewSets.set(resource.name, buildViewSet(resource, viewSetOptions));
   for (const resource of registry.collections) if (resource.event) eventFilters.set(resource.event, filtersOf(resource.name));

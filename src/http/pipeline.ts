@@ -3,6 +3,7 @@ import type { Authenticator, Identity, User } from './caller.js';
 import type { RequestThrottle, ThrottleState } from './throttling/request-throttle.js';
 import { entityTag, noneMatch } from './conditional.js';
 import { InsufficientScope, MethodNotAllowed, NotAcceptable, NotAuthenticated, PermissionDenied, Throttled, type ApiError } from './errors.js';
+import { EVENT_STREAM_TYPE, type StreamRegistry } from './event-stream.js';
 import { negotiate } from './negotiation.js';
 import { parseBody, type RequestData } from './parsers.js';
 import { renderBrowsable } from './browsable/index.js';
@@ -94,6 +95,8 @@ export interface PipelineOptions {
   /** Tried in order; the first that recognises the request decides (API.md §3). */
   readonly authenticators: readonly Authenticator[];
   readonly throttle: RequestThrottle;
+  /** Opens the event streams GETs ask for (STREAMS.md §1). */
+  readonly streams: StreamRegistry;
 }
 
 /** The refusal DRF gives: 401 when the caller did not authenticate, 403 when they did. */
@@ -101,7 +104,7 @@ export function permissionDenied(identity: Identity | null): ApiError {
   return identity === null ? new NotAuthenticated() : new PermissionDenied();
 }
 
-export function createPipeline({ authenticators, throttle }: PipelineOptions) {
+export function createPipeline({ authenticators, throttle, streams }: PipelineOptions) {
   const representations = new RepresentationCache();
 
   async function authenticate(request: FastifyRequest): Promise<Identity | null> {
@@ -140,7 +143,7 @@ export function createPipeline({ authenticators, throttle }: PipelineOptions) {
       const allowed = allowedMethods(view);
       // API.md §6: a method the path does not have is a 405 before authentication is looked at.
       if (!allowed.includes(request.method as Method)) throw new MethodNotAllowed(request.method, allowed);
-      const offers = request.method === 'OPTIONS' ? optionsMediaTypes(view) : view.mediaTypes;
+      const offers = request.method === 'OPTIONS' ? optionsMediaTypes(view) : request.method === 'GET' ? view.mediaTypes : withoutStreams(view.mediaTypes);
       const mediaType = negotiate(request.headers.accept, offers);
       if (mediaType === null) throw new NotAcceptable(offers);
       state.mediaType = mediaType;
@@ -167,9 +170,14 @@ export function createPipeline({ authenticators, throttle }: PipelineOptions) {
     if (!action.permission.hasPermission({ method, user: apiRequest.user })) throw permissionDenied(state.identity);
     // Asked before the action reads, so what is filed under a version is never older than it.
     // HTML pages show the caller and their rate-limit headers, so they are never reused.
-    const reusable = action.version && (method === 'GET' || method === 'HEAD') && state.mediaType !== HTML_TYPE;
+    const reusable = action.version && (method === 'GET' || method === 'HEAD') && state.mediaType !== HTML_TYPE && state.mediaType !== EVENT_STREAM_TYPE;
     const version = reusable ? await action.version!(apiRequest) : null;
-    if (version === null) return send(request, reply, render(request, reply, view, await action.handle(apiRequest)));
+    if (version === null) {
+      const response = await action.handle(apiRequest);
+      // A stream is this stage's fourth rendering: opened here, filled by the action (STREAMS.md §1).
+      if (response.stream) return streams.open(request, reply, callerKey(request, state), response.stream);
+      return send(request, reply, render(request, reply, view, response));
+    }
     const key = `${state.mediaType} ${state.path}${state.query}`;
     let representation = representations.get(version, key);
     if (representation === undefined) {
@@ -180,6 +188,16 @@ export function createPipeline({ authenticators, throttle }: PipelineOptions) {
   }
 
   return { initial, dispatch };
+}
+
+/** Whom the stream limit counts a stream against: the user, else the client's IP (STREAMS.md §1). */
+function callerKey(request: FastifyRequest, state: ApiState): string {
+  return state.identity ? `user:${state.identity.user.id}` : `ip:${request.ip}`;
+}
+
+/** Streams answer GET only; other methods negotiate among the rest. */
+function withoutStreams(mediaTypes: readonly string[]): readonly string[] {
+  return mediaTypes.includes(EVENT_STREAM_TYPE) ? mediaTypes.filter((type) => type !== EVENT_STREAM_TYPE) : mediaTypes;
 }
 
 function toApiRequest(request: FastifyRequest, state: ApiState): ApiRequest {

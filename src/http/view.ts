@@ -1,6 +1,7 @@
 import type { FastifyRequest } from 'fastify';
 import type { Identity, Permission, User } from './caller.js';
 import type { RequestData } from './parsers.js';
+import type { EventStreamStart } from './event-stream.js';
 import type { KeyAccess } from './scopes.js';
 
 export const METHODS = ['GET', 'HEAD', 'OPTIONS', 'POST', 'PUT', 'PATCH', 'DELETE'] as const;
@@ -30,6 +31,8 @@ export interface ApiResponse {
   readonly body?: unknown;
   /** A list sends the header once per value (several `Set-Cookie`). */
   readonly headers?: Readonly<Record<string, string | string[]>>;
+  /** A GET asked for `text/event-stream`: the stream to open instead of a body (STREAMS.md §1). */
+  readonly stream?: EventStreamStart;
 }
 
 /**

@@ -16,6 +16,7 @@ import { assertRecordMatches } from '../../http/conditional.js';
 import { ValidationError } from '../../http/errors.js';
 import { CursorCodec, parsePageRequest } from '../../http/pagination.js';
 import { parseId } from '../../http/paths.js';
+import { EVENT_STREAM_TYPE } from '../../http/event-stream.js';
 import { CSV_TYPE, HTML_TYPE, JSON_TYPE } from '../../http/renderers.js';
 import type { KeyAccess } from '../../http/scopes.js';
 import type { Action, ApiRequest, View } from '../../http/view.js';
@@ -30,9 +31,13 @@ import { buildInputChecks } from './input.js';
 import { metadataOf } from './metadata.js';
 import { buildQueryset } from './queryset.js';
 import { buildRepresentation } from './representation.js';
+import type { LiveChanges } from '../live/hub.js';
+import { buildStreams, changePosition } from './stream.js';
 import { buildWrites } from './writes.js';
 
 export const RECORD_MEDIA_TYPES = [JSON_TYPE, HTML_TYPE, CSV_TYPE] as const;
+/** A list's and a record's GET also stream their changes (STREAMS.md §1); offered last, so a wildcard Accept stays JSON. */
+export const STREAMED_MEDIA_TYPES = [...RECORD_MEDIA_TYPES, EVENT_STREAM_TYPE] as const;
 
 /** What every viewset of one server shares. */
 export interface ViewSetOptions {
@@ -46,6 +51,8 @@ export interface ViewSetOptions {
   readonly collections: readonly Resource[];
   /** The viewsets of the other collections (a cascade deletes through theirs). */
   readonly viewSets: ReadonlyMap<string, ViewSet>;
+  /** The process's open streams and their feed (issue 23); without it, no view offers streams. */
+  readonly live?: LiveChanges;
 }
 
 /**
@@ -62,7 +69,7 @@ const sameValue = (a: unknown, b: unknown): boolean => a === b || JSON.stringify
  * ModelViewSet actions.
  */
 export function buildViewSet(resource: Resource, options: ViewSetOptions) {
-  const { storage, cursors, listeners = [], context, collections, viewSets } = options;
+  const { storage, cursors, listeners = [], context, collections, viewSets, live } = options;
   const db = storage.db as unknown as DynamicDb;
   const table = resource.table;
   const collectionPath = collectionPathOf(resource);
@@ -79,7 +86,7 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
   const filters = new Map(buildFilters(resource, context).map((filter) => [filter.param, filter]));
 
   const { represent, representOne } = buildRepresentation(resource, db, lookup);
-  const { listPath, listPage, loadRow, checkObjectPermission, checkRule } = buildQueryset(resource, { storage, db, cursors, filters });
+  const { listPath, listPage, filterConditions, loadRow, checkObjectPermission, checkRule } = buildQueryset(resource, { storage, db, cursors, filters });
   const { readInput, hasStoredChecks, checkAgainstStored, uniqueMessage } = buildInputChecks(resource, context, lookup);
   const { compiledInsert, columnValues, writeReferenceLists, writeTransaction } = buildWrites(resource, { storage, listeners, uniqueMessage });
   const { deleteRecord, deleteBatch, clearReferences } = buildDeleteRules(resource, { storage, collections, viewSets, represent });
@@ -91,6 +98,8 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
     hooks.representFor(request, rows, copies);
     return copies;
   }
+
+  const streams = live ? buildStreams(resource, { db, live, represent: (rows, executor, detail, viewer) => represent(rows, executor, detail, viewer), shownTo }) : null;
 
   // A page is the same for everyone who may read it, so it is reused while no data changes; not
   // a scoped one (each caller's own webhooks), nor one with members only some callers see (a
@@ -106,8 +115,13 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
     ...(sharedPages ? { version: () => storage.dataVersion() } : {}),
     async handle(request) {
       const page = parsePageRequest(request.query, orderings, resource.defaultOrdering, cursors, listPath(request));
+      // A stream's page parameters are checked as the list's, then have no effect (STREAMS.md §1).
+      if (streams && request.mediaType === EVENT_STREAM_TYPE) return streams.openStream(request, null, filterConditions(request));
+      // Read before the page, so a stream opened after it misses nothing (STREAMS.md §3).
+      const position = await changePosition(db);
       const found = await listPage(request, page);
-      return pageResponse(found, shownTo(request, found.rows, await represent(found.rows, db, false, request.user)));
+      const response = pageResponse(found, shownTo(request, found.rows, await represent(found.rows, db, false, request.user)));
+      return { ...response, headers: { ...response.headers, 'x-change-position': String(position) } };
     },
   };
 
@@ -152,9 +166,11 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
   const retrieve: Action = {
     permission: resource.permission,
     async handle(request) {
+      const position = await changePosition(db);
       const row = await loadRow(db, parseId(request.params[recordParam]), false, request);
       checkObjectPermission(request, row);
-      return { body: shownTo(request, [row], [await representOne(row, db, true, request.user)])[0] };
+      if (streams && request.mediaType === EVENT_STREAM_TYPE) return streams.openStream(request, row.id, []);
+      return { body: shownTo(request, [row], [await representOne(row, db, true, request.user)])[0], headers: { 'x-change-position': String(position) } };
     },
   };
 
@@ -242,7 +258,7 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
     keyAccess,
     path: collectionPath,
     actions: { ...(has('list') ? { GET: list } : {}), ...(has('create') ? { POST: create } : {}) },
-    mediaTypes: RECORD_MEDIA_TYPES,
+    mediaTypes: live && has('list') ? STREAMED_MEDIA_TYPES : RECORD_MEDIA_TYPES,
     // The 201 of a create may show more (a webhook's secret); CSV shows it there too.
     columns: [...columns, ...resource.createShows],
     metadata: metadataOf(resource, 'POST'),
@@ -265,7 +281,7 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
       ...(has('partial_update') ? { PATCH: updateAction(true) } : {}),
       ...(has('destroy') ? { DELETE: destroy } : {}),
     },
-    mediaTypes: RECORD_MEDIA_TYPES,
+    mediaTypes: live && has('retrieve') ? STREAMED_MEDIA_TYPES : RECORD_MEDIA_TYPES,
     columns: [...columns, ...resource.detailOnly],
     metadata: metadataOf(resource, 'PUT'),
     ...(resource.pages.record ? { page: resource.pages.record } : {}),

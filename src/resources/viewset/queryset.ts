@@ -109,5 +109,5 @@ export function buildQueryset(resource: Resource, options: QuerysetOptions) {
     if (!holds) throw permissionDenied(request.identity);
   }
 
-  return { listPath, listPage, loadRow, checkObjectPermission, checkRule };
+  return { listPath, listPage, filterConditions, loadRow, checkObjectPermission, checkRule };
 }
