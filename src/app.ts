@@ -142,7 +142,7 @@ export async function buildApp(config: Config, storage: Storage, options: AppOpt
       credentials: !any,
       methods: METHODS.filter((m) => m !== 'HEAD'),
       allowedHeaders: ['Authorization', 'Content-Type', 'Accept', 'If-Match', 'If-None-Match', 'X-CSRFToken'],
-      exposedHeaders: ['ETag', 'Location', 'Link', 'Retry-After', 'X-Rate-Limit-Limit', 'X-Rate-Limit-Remaining', 'X-Rate-Limit-Reset'],
+      exposedHeaders: ['ETag', 'Location', 'Link', 'Retry-After', 'X-Rate-Limit-Limit', 'X-Rate-Limit-Remaining', 'X-Rate-Limit-Reset', 'X-Change-Position'],
       maxAge: 600,
     };
     // Only a real preflight (Origin and Access-Control-Request-Method, Fetch §3.2.2) is answered

@@ -145,7 +145,8 @@ export function createPipeline({ authenticators, throttle, streams }: PipelineOp
       if (!allowed.includes(request.method as Method)) throw new MethodNotAllowed(request.method, allowed);
       const offers = request.method === 'OPTIONS' ? optionsMediaTypes(view) : request.method === 'GET' ? view.mediaTypes : withoutStreams(view.mediaTypes);
       const mediaType = negotiate(request.headers.accept, offers);
-      if (mediaType === null) throw new NotAcceptable(offers);
+      // The stream is named where it is documented (OpenAPI), not among the renderings a 406 lists.
+      if (mediaType === null) throw new NotAcceptable(withoutStreams(offers));
       state.mediaType = mediaType;
       state.identity = await authenticate(request);
     } finally {
@@ -228,7 +229,7 @@ function describe(view: View, caller: User | null): Record<string, unknown> {
   return {
     name: view.name,
     description: view.description ?? '',
-    renders: view.mediaTypes,
+    renders: withoutStreams(view.mediaTypes),
     parses: ['application/json', 'application/x-www-form-urlencoded', 'multipart/form-data'],
     ...(view.metadata?.(caller) ?? {}),
   };
