@@ -183,6 +183,15 @@ describe.each(BACKENDS)('live changes on %s', (backend) => {
     expect(messages.map((m) => m.json().record.id)).toEqual([two.id, three.id]);
   });
 
+  it('has the browsable list and record pages follow their own stream', async () => {
+    const page = await fetch(`${server.url}/api/v1/notes/?kind=a`, { headers: { accept: 'text/html', authorization: alice } });
+    expect(page.status).toBe(200);
+    const attribute = /data-stream="([^"]*)"/.exec(await page.text())?.[1];
+    expect(attribute?.replace(/&#(\d+);/g, (_, code: string) => String.fromCharCode(Number(code))).replaceAll('&amp;', '&')).toBe('/api/v1/notes/?kind=a');
+    const script = await (await fetch(`${server.url}/static/restwire/browsable.js`)).text();
+    expect(script).toContain('new EventSource(region.dataset.stream');
+  });
+
   it('refuses before opening what a list refuses, and a position that does not parse', async () => {
     for (const path of ['/api/v1/notes/?kind=z', '/api/v1/notes/?ordering=nope', '/api/v1/notes/?limit=abc', '/api/v1/notes/?since=abc']) {
       const refused = await stream(path, alice);

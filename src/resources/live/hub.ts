@@ -115,6 +115,13 @@ export class LiveChanges {
   async #catchUp(follower: Follower): Promise<void> {
     try {
       const changes = await readChanges(this.#storage.db, follower.cursor, CATCH_UP_BATCH);
+      // Positions are dense: a hole means pruning took changes this stream has not had (STREAMS.md §3).
+      const first = changes[0]?.position ?? null;
+      if ((first === null && follower.cursor < this.#position) || (first !== null && first !== follower.cursor + 1)) {
+        follower.subscription.sink.send(null, 'reset', JSON.stringify({ reason: 'position too old' }));
+        follower.subscription.sink.close();
+        return;
+      }
       for (const change of changes) {
         if (follower.subscription.sink.closed) return;
         if (change.collection === follower.subscription.collection) await this.#give(follower, change, new Map());
@@ -138,17 +145,21 @@ export class LiveChanges {
         this.#admit();
         const followers = [...(this.#live.get(change.collection) ?? [])];
         const verdicts: Verdicts = new Map();
-        // Judged together, sent in order: a stream's messages follow commit order.
-        const messages = await Promise.all(followers.map((follower) => this.#message(follower.subscription, change, verdicts)));
-        followers.forEach((follower, index) => {
-          const message = messages[index];
-          if (message) this.#send(follower.subscription, change, message);
-        });
+        try {
+          // Judged together, sent in order: a stream's messages follow commit order.
+          const messages = await Promise.all(followers.map((follower) => this.#message(follower.subscription, change, verdicts)));
+          followers.forEach((follower, index) => {
+            const message = messages[index];
+            if (message) this.#send(follower.subscription, change, message);
+          });
+        } catch (error) {
+          // Not judged (the database failed): its streams end, and their clients resume from
+          // their last id, so the change is not lost to them (STREAMS.md §4).
+          this.#onError(error);
+          for (const follower of followers) follower.subscription.sink.close();
+        }
         this.#position = change.position;
-        for (const set of this.#live.values()) for (const follower of set) follower.cursor = change.position;
       }
-    } catch (error) {
-      this.#onError(error);
     } finally {
       this.#busy = false;
       this.#admit();

@@ -117,11 +117,12 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
       const page = parsePageRequest(request.query, orderings, resource.defaultOrdering, cursors, listPath(request));
       // A stream's page parameters are checked as the list's, then have no effect (STREAMS.md §1).
       if (streams && request.mediaType === EVENT_STREAM_TYPE) return streams.openStream(request, null, filterConditions(request));
-      // Read before the page, so a stream opened after it misses nothing (STREAMS.md §3).
-      const position = await changePosition(db);
+      // A page's own statement reads the position (one snapshot: exact); an empty page's is read
+      // before it, so a stream opened there may repeat a change, never miss one (STREAMS.md §3).
+      const before = await changePosition(db);
       const found = await listPage(request, page);
       const response = pageResponse(found, shownTo(request, found.rows, await represent(found.rows, db, false, request.user)));
-      return { ...response, headers: { ...response.headers, 'x-change-position': String(position) } };
+      return { ...response, headers: { ...response.headers, 'x-change-position': String(found.position ?? before) } };
     },
   };
 
