@@ -1,3 +1,4 @@
+import { connect } from 'node:net';
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { openStream, type OpenStream } from './support/event-stream.js';
@@ -21,6 +22,14 @@ export default defineResource({
   owner: true,
   filters: { kind: ['exact'], visibility: ['exact'] },
   access: { read: ['visibility=public', 'owner=@me'], create: '@authenticated', update: 'owner=@me', delete: 'owner=@me' },
+});
+`;
+
+const PAGES = `import { defineResource, field } from 'restwire';
+export default defineResource({
+  name: 'pages',
+  fields: { text: field.text({ maxLength: 200000 }) },
+  owner: true,
 });
 `;
 
@@ -59,7 +68,7 @@ describe.each(BACKENDS)('live changes on %s', (backend) => {
 
   beforeAll(async () => {
     database = await createTestDatabase(backend);
-    project = createProject(database, { 'notes.ts': NOTES });
+    project = createProject(database, { 'notes.ts': NOTES, 'pages.ts': PAGES });
     await runOk(project, ['makemigrations']);
     await runOk(project, ['migrate']);
     server = await project.start({ env: { STREAM_MAX_PER_USER: '3' } });
@@ -223,6 +232,32 @@ describe.each(BACKENDS)('live changes on %s', (backend) => {
       again = await stream('/api/v1/notes/', carol);
     }
     expect(again.status).toBe(200);
+  });
+
+  it('cuts off a client that stops reading once 1 MiB waits for it, while a fast one beside it gets everything', async () => {
+    const openStreams = async () => Number(/^restwire_streams_open (\d+)/m.exec(await (await fetch(`${server.url}/metrics`)).text())?.[1]);
+    const fast = await stream('/api/v1/pages/', alice);
+    // A client that sends its request and then never reads a byte.
+    const slow = connect(server.port, '127.0.0.1');
+    await new Promise<void>((resolve) => slow.once('connect', resolve));
+    slow.write(`GET /api/v1/pages/ HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\nAuthorization: ${alice}\r\n\r\n`);
+    slow.pause();
+    slow.on('error', () => {});
+    try {
+      const deadline = Date.now() + 10_000;
+      while ((await openStreams()) < 2 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50));
+      expect(await openStreams()).toBe(2);
+      const text = 'x'.repeat(150_000);
+      const writes = 80;
+      for (let i = 0; i < writes; i++) expect((await send('POST', '/api/v1/pages/', alice, { text })).status).toBe(201);
+      expect((await fast.waitFor(writes, 30_000)).every((m) => m.json().record.text === text)).toBe(true);
+      const cutBy = Date.now() + 10_000;
+      while ((await openStreams()) !== 1 && Date.now() < cutBy) await new Promise((resolve) => setTimeout(resolve, 50));
+      expect(await openStreams()).toBe(1);
+      expect(fast.ended).toBe(false);
+    } finally {
+      slow.destroy();
+    }
   });
 
   it('reaches a stream served by another process on the same database', async () => {
