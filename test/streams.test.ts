@@ -367,3 +367,39 @@ describe.each(BACKENDS)('live changes kept for a while, and shutdown, on %s', (b
     expect(await exited).toBe(0);
   });
 });
+
+describe.each(BACKENDS)('live changes under serve --workers 2 on %s', (backend) => {
+  let database: TestDatabase;
+  let server: RunningServer;
+  beforeAll(async () => {
+    database = await createTestDatabase(backend);
+    const { startServer } = await import('./support/server.js');
+    server = await startServer(database, { args: ['serve', '--workers', '2'] });
+  });
+  afterAll(async () => {
+    await server?.stop('SIGKILL');
+    await database?.drop();
+  });
+
+  it('brings every change to every stream, whichever worker serves it and whichever wrote the change', async () => {
+    const { adminAuth } = await import('./support/server.js');
+    // New connections are dealt to the workers in turn: six streams land on both.
+    const open = await Promise.all(Array.from({ length: 6 }, () => openStream(`${server.url}/api/v1/experiences/`)));
+    try {
+      expect(open.map((s) => s.status)).toEqual([200, 200, 200, 200, 200, 200]);
+      const ids: number[] = [];
+      for (const title of ['one', 'two', 'three']) {
+        const created = await fetch(`${server.url}/api/v1/experiences/`, {
+          method: 'POST',
+          headers: { authorization: adminAuth, 'content-type': 'application/json', connection: 'close' },
+          body: JSON.stringify({ title, q_like_dislike: 'like' }),
+        });
+        expect(created.status).toBe(201);
+        ids.push(Number(((await created.json()) as Json).id));
+      }
+      for (const opened of open) expect((await opened.waitFor(3)).map((m) => m.json().record.id)).toEqual(ids);
+    } finally {
+      for (const opened of open) opened.close();
+    }
+  });
+});
