@@ -42,7 +42,7 @@ function startPosition(request: ApiRequest): number | null {
 
 /** The last committed position, for `X-Change-Position` (STREAMS.md §3). */
 export async function changePosition(db: DynamicDb): Promise<number> {
-  return (await changePositions(db as never)).last;
+  return (await changePositions(db)).last;
 }
 
 export function buildStreams(resource: Resource, options: StreamOptions) {
@@ -72,7 +72,7 @@ export function buildStreams(resource: Resource, options: StreamOptions) {
     const readable = readCondition(resource.access, request.user);
     const readCheck = checkOf([...(scope ? [scope] : []), ...(readable ? [readable] : [])]);
     const filterCheck = checkOf(filters);
-    const { prunedThrough } = await changePositions(db as never);
+    const { prunedThrough } = await changePositions(db);
     const detail = recordId !== null;
     const perReader = detail ? recordShownPerReader : listShownPerReader;
 
