@@ -277,6 +277,23 @@ describe.each(BACKENDS)('live changes on %s', (backend) => {
     }
   });
 
+  it('resumes on another process after kill -9 of the one serving the stream: nothing missed, nothing twice', async () => {
+    const doomed = await project.start({ env: { DISPATCHER_IN_SERVE: 'false' } });
+    const since = await position();
+    const first = await stream(`/api/v1/notes/?since=${since}`, alice, {}, doomed.url);
+    const before = await note(alice, 'before the crash');
+    const [heard] = await first.waitFor(1);
+    expect(heard!.json().record.id).toBe(before.id);
+    expect(await doomed.stop('SIGKILL')).toBe('SIGKILL');
+    await first.waitForEnd();
+    const missed = [await note(alice, 'while away 1'), await note(alice, 'while away 2')];
+    const resumed = await stream('/api/v1/notes/', alice, { 'last-event-id': heard!.id! });
+    expect((await resumed.waitFor(2)).map((m) => m.json().record.id)).toEqual(missed.map((n) => n.id));
+    const after = await note(alice, 'after');
+    expect((await resumed.waitFor(3))[2]!.json().record.id).toBe(after.id);
+    expect(resumed.messages).toHaveLength(3);
+  });
+
   if (backend === 'postgres') {
     it('never skips a change whose transaction committed after later ones (held-open transaction)', async () => {
       const since = await position();
