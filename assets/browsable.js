@@ -269,6 +269,34 @@
     }, every);
   }
 
+  /**
+   * Follows the page's own event stream (STREAMS.md §5): on each change the region is drawn
+   * again from a fresh read, so new records appear, changed ones change and deleted ones go.
+   * EventSource reconnects and resumes by itself (Last-Event-ID).
+   */
+  function followStream(region) {
+    const source = new EventSource(region.dataset.stream, { withCredentials: true });
+    let pending = null;
+    const redraw = () => {
+      pending ??= setTimeout(async () => {
+        pending = null;
+        try {
+          const response = await fetch(location.href, { headers: { Accept: 'text/html' }, credentials: 'same-origin' });
+          if (!response.ok) return;
+          const fresh = new DOMParser().parseFromString(await response.text(), 'text/html').getElementById(region.id);
+          if (fresh) region.innerHTML = fresh.innerHTML;
+        } catch { /* the next change redraws */ }
+      }, 150);
+    };
+    for (const kind of ['created', 'updated', 'deleted']) source.addEventListener(kind, redraw);
+    // Too far behind: read again and follow from now (a reconnect would resume at the same old position).
+    source.addEventListener('reset', () => {
+      source.close();
+      redraw();
+      followStream(region);
+    });
+  }
+
   async function copy(button) {
     const input = document.getElementById(button.dataset.copy);
     if (!input) return;
@@ -315,6 +343,7 @@
   function start() {
     for (const container of document.querySelectorAll('[data-options-from]')) loadOptions(container);
     for (const region of document.querySelectorAll('[data-refresh]')) refreshLive(region);
+    for (const region of document.querySelectorAll('[data-stream]')) followStream(region);
     const message = sessionStorage.getItem('restwire-toast');
     if (message) { sessionStorage.removeItem('restwire-toast'); toast(message); }
   }

@@ -10,7 +10,10 @@ import { DatabaseOutage } from './db/outage.js';
 import { registerBrowsableAssets } from './http/browsable/assets.js';
 import { loginView } from './http/browsable/login-view.js';
 import { logSetup } from './http/logging.js';
+import { ChangeFeed } from './db/change-feed.js';
+import { StreamRegistry } from './http/event-stream.js';
 import { createMetrics, type Metrics } from './http/metrics.js';
+import { LiveChanges } from './resources/live/hub.js';
 import { buildOpenApi } from './resources/openapi/document.js';
 import { registerOperations } from './http/operations.js';
 import { CursorCodec } from './http/pagination.js';
@@ -37,6 +40,7 @@ import { eventCatalogView } from './webhooks/catalog.js';
 import { deliveriesResource } from './webhooks/deliveries-log.js';
 import { createDispatcher, type Dispatcher } from './webhooks/dispatcher.js';
 import { assignRepositoryIds } from './webhooks/events.js';
+import { changeLogListener } from './webhooks/change-log.js';
 import { outboxListener } from './webhooks/outbox.js';
 import { createSecretBox } from './webhooks/secrets.js';
 import { webhooksResource } from './webhooks/subscriptions.js';
@@ -115,7 +119,15 @@ export async function buildApp(config: Config, storage: Storage, options: AppOpt
   const secretBox = createSecretBox(keys.secretKey);
   // Stored responses are sealed as webhook secrets are: one may hold a secret shown once (REQUESTS.md §1).
   const idempotency = createIdempotency({ storage, sealer: secretBox, ttlMs: config.idempotencyTtlMs });
-  const pipeline = createPipeline({ authenticators: auth.authenticators, throttle, idempotency });
+    // Live changes (issue 23): the open streams, and the one reader of the change log they share.
+  const streams = new StreamRegistry({ maxPerCaller: config.streamMaxPerUser, metrics: metrics.streams });
+  const feed = new ChangeFeed(storage, { onError: (error) => server.log.warn({ err: error }, 'could not read the change log; will try again') });
+  await feed.start();
+  const live = new LiveChanges(storage, feed, (error) => server.log.warn({ err: error }, 'could not judge a change for its streams'));
+  // Streams end before the server drains, so they never hold up the deadline (STREAMS.md §4).
+  server.addHook('preClose', async () => streams.closeAll());
+  server.addHook('onClose', async () => feed.stop());
+  const pipeline = createPipeline({ authenticators: auth.authenticators, throttle, idempotency, streams });
 
   server.decorateRequest('api', null);
   const outage = new DatabaseOutage(storage.ping, server.log);
@@ -135,7 +147,7 @@ export async function buildApp(config: Config, storage: Storage, options: AppOpt
       credentials: !any,
       methods: METHODS.filter((m) => m !== 'HEAD'),
       allowedHeaders: ['Authorization', 'Content-Type', 'Accept', 'If-Match', 'If-None-Match', 'X-CSRFToken'],
-      exposedHeaders: ['ETag', 'Location', 'Link', 'Retry-After', 'X-Rate-Limit-Limit', 'X-Rate-Limit-Remaining', 'X-Rate-Limit-Reset'],
+      exposedHeaders: ['ETag', 'Location', 'Link', 'Retry-After', 'X-Rate-Limit-Limit', 'X-Rate-Limit-Remaining', 'X-Rate-Limit-Reset', 'X-Change-Position'],
       maxAge: 600,
     };
     // Only a real preflight (Origin and Access-Control-Request-Method, Fetch §3.2.2) is answered
@@ -180,11 +192,13 @@ export async function buildApp(config: Config, storage: Storage, options: AppOpt
     storage,
     cursors,
     // Only collections with an `event` raise one; the others' changes pass through the outbox untouched.
-    listeners: [outboxListener({ storage, publicUrl: config.publicUrl, wake, repositoryIds, filtersOf })],
+    // The change log (issue 23) beside the outbox: every change, in its own transaction.
+    listeners: [outboxListener({ storage, publicUrl: config.publicUrl, wake, repositoryIds, filtersOf }), changeLogListener()],
     context: { form: false, publicUrl: config.publicUrl, collections: new Set(collections.map((resource) => resource.name)) },
     collections,
     viewSets,
     log: server.log,
+    live,
   };
   for (const resource of collections) viewSets.set(resource.name, buildViewSet(resource, viewSetOptions));
   for (const resource of registry.collections) if (resource.event) eventFilters.set(resource.event, filtersOf(resource.name));

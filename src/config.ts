@@ -60,6 +60,10 @@ export interface Config {
   readonly deliveryPruneIntervalMs: number;
   /** How long a response stored under an Idempotency-Key is replayed (IDEMPOTENCY_TTL_HOURS, 24; REQUESTS.md §1). */
   readonly idempotencyTtlMs: number;
+  /** Changes are kept this long for streams to resume from (CHANGE_RETENTION_HOURS, 24; fractions allowed; STREAMS.md §3). */
+  readonly changeRetentionMs: number;
+  /** Open event streams per user (per client IP for anonymous callers) in each process (STREAM_MAX_PER_USER, 20; STREAMS.md §1). */
+  readonly streamMaxPerUser: number;
   readonly accessTokenSeconds: number;
   readonly refreshTokenSeconds: number;
   readonly sessionIdleSeconds: number;
@@ -160,6 +164,16 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, folders: Folder
     }
     return n;
   };
+  /** A decimal number of hours, e.g. `0.5`. */
+  const hours = (name: string, fallback: number, min: number, max: number): number => {
+    const value = read(name);
+    if (value === undefined) return fallback;
+    const n = Number(value);
+    if (!/^\d+(\.\d+)?$/.test(value) || n < min || n > max) {
+      throw new ConfigError(name, `expected a number of hours from ${min} to ${max}, got ${JSON.stringify(value)}`);
+    }
+    return n;
+  };
 
   const host = folders.host ?? read('HOST') ?? '127.0.0.1';
   const port = folders.port ?? int('PORT', 8000, 0, 65_535);
@@ -234,6 +248,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, folders: Folder
     deliveryRetentionMs: int('DELIVERY_RETENTION_DAYS', 30, 1, 3650) * 86_400_000,
     deliveryPruneIntervalMs: int('DELIVERY_PRUNE_INTERVAL_SECONDS', 300, 1, 86_400) * 1000,
     idempotencyTtlMs: int('IDEMPOTENCY_TTL_HOURS', 24, 1, 24 * 365) * 3_600_000,
+    changeRetentionMs: Math.round(hours('CHANGE_RETENTION_HOURS', 24, 0.0001, 87_600) * 3_600_000),
+    streamMaxPerUser: int('STREAM_MAX_PER_USER', 20, 1, 100_000),
     accessTokenSeconds: int('ACCESS_TOKEN_SECONDS', 900, 1, 86_400),
     refreshTokenSeconds: int('REFRESH_TOKEN_SECONDS', 14 * 86_400, 60, 365 * 86_400),
     sessionIdleSeconds: int('SESSION_IDLE_SECONDS', 2 * 3600, 60, 365 * 86_400),

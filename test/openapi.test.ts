@@ -232,9 +232,11 @@ describe('OpenAPI document and docs page', () => {
       expect(security('/api/v1/auth/token/', 'post')).toContainEqual({});
     });
 
-    it('types success bodies as JSON only (HTML and CSV are chosen by Accept, described once)', () => {
-      const list = (doc.paths['/api/v1/experiences/'] as unknown as Record<string, { responses: Record<string, { content?: object }> }>).get!;
-      expect(Object.keys(list.responses['200']!.content!)).toEqual(['application/json']);
+    it('types success bodies as JSON (HTML and CSV are chosen by Accept, described once), with the event stream beside a GET', () => {
+      const paths = doc.paths as unknown as Record<string, Record<string, { responses: Record<string, { content?: object }> }>>;
+      expect(Object.keys(paths['/api/v1/experiences/']!.get!.responses['200']!.content!)).toEqual(['application/json', 'text/event-stream']);
+      expect(Object.keys(paths['/api/v1/experiences/{id}/']!.get!.responses['200']!.content!)).toEqual(['application/json', 'text/event-stream']);
+      expect(Object.keys(paths['/api/v1/experiences/']!.post!.responses['201']!.content!)).toEqual(['application/json']);
     });
   });
 

@@ -4,6 +4,7 @@ import SQLite from 'better-sqlite3';
 import { CompiledQuery, Kysely, PostgresDialect, sql, type Transaction } from 'kysely';
 import type pg from 'pg';
 import type { Config } from '../config.js';
+import { numberChanges } from './change-log.js';
 import { GroupCommit } from './group-commit.js';
 import { migrateToLatest } from './migrations.js';
 import { RestwireSqliteDialect } from './sqlite-driver.js';
@@ -32,6 +33,11 @@ export interface Storage {
    * so rendered responses can be reused while it holds (`http/representation-cache.ts`).
    */
   dataVersion(): Promise<string>;
+  /**
+   * Calls `listener` after a `transact` of this process that logged changes has committed (the
+   * change feed's wake-up on SQLite; db/change-feed.ts). Returns a function that stops it.
+   */
+  onChangesCommitted(listener: () => void): () => void;
   /** True when the database answers a trivial query (for /readyz). */
   ping(): Promise<boolean>;
   close(): Promise<void>;
@@ -56,13 +62,42 @@ export async function openStorage(
 }
 
 function storageOf(db: Kysely<Database>, dialect: Dialect, pool: pg.Pool | null): Storage {
-  const group = dialect === 'sqlite' ? new GroupCommit(db) : null;
+  const committedListeners = new Set<() => void>();
+  // Set by a transaction's last step when it numbered changes; told to listeners once it has committed.
+  let changesLogged = false;
+  // The change log's numbering is every write transaction's last step (db/change-log.ts).
+  const beforeCommit = async (trx: Transaction<Database>) => {
+    if ((await numberChanges(trx, dialect)) !== null) changesLogged = true;
+  };
+  const tellCommitted = <T>(value: T): T => {
+    if (changesLogged) {
+      changesLogged = false;
+      for (const listener of committedListeners) listener();
+    }
+    return value;
+  };
+  const group = dialect === 'sqlite' ? new GroupCommit(db, { beforeCommit }) : null;
   return {
     db,
     dialect,
     pool,
     lockForUpdate: (query) => (dialect === 'postgres' ? query.forUpdate() : query),
-    transact: (work) => (group ? group.run(work) : db.transaction().execute(work)),
+    transact: (work) =>
+      (group
+        ? group.run(work)
+        : db.transaction().execute(async (trx) => {
+            const value = await work(trx);
+            await beforeCommit(trx);
+            return value;
+          })
+      ).then(tellCommitted, (error: unknown) => {
+        tellCommitted(null);
+        throw error;
+      }),
+    onChangesCommitted(listener) {
+      committedListeners.add(listener);
+      return () => committedListeners.delete(listener);
+    },
     async dataVersion() {
       const { rows } = await db.executeQuery<{ version: string }>(DATA_VERSION[dialect]);
       return rows[0]!.version;

@@ -155,6 +155,14 @@ export async function announceDeliveries(storage: Storage, trx: Transaction<Data
  * connection, re-established if it drops). Returns a function that stops listening. No-op on SQLite.
  */
 export function listenForDeliveries(storage: Storage, onWake: () => void, onError: (error: Error) => void): () => Promise<void> {
+  return listenOn(storage, CHANNEL, onWake, onError);
+}
+
+/**
+ * Calls `onWake` on every NOTIFY of `channel` (and once listening starts or restarts, for what
+ * was sent meanwhile), on a dedicated connection re-established if it drops. No-op on SQLite.
+ */
+export function listenOn(storage: Storage, channel: string, onWake: () => void, onError: (error: Error) => void): () => Promise<void> {
   if (storage.dialect !== 'postgres' || storage.pool === null) return async () => {};
   const pool = storage.pool;
   let stopped = false;
@@ -176,7 +184,7 @@ export function listenForDeliveries(storage: Storage, onWake: () => void, onErro
         client = null;
         if (!stopped) retry = setTimeout(() => void connect(), 1000);
       });
-      await connection.query(`listen ${CHANNEL}`);
+      await connection.query(`listen ${channel}`);
       // Work may have been enqueued while we were not listening.
       onWake();
     } catch (error) {
@@ -193,7 +201,7 @@ export function listenForDeliveries(storage: Storage, onWake: () => void, onErro
     client = null;
     if (connection) {
       try {
-        await connection.query(`unlisten ${CHANNEL}`);
+        await connection.query(`unlisten ${channel}`);
       } finally {
         connection.release();
       }

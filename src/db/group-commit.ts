@@ -46,13 +46,16 @@ const ROLLBACK_TO = CompiledQuery.raw('rollback to unit');
 export class GroupCommit<DB> {
   readonly #db: Kysely<DB>;
   readonly #maxBatch: number;
+  readonly #beforeCommit: ((trx: Transaction<DB>) => Promise<void>) | null;
   readonly #queue: Unit<DB>[] = [];
   #draining = false;
 
-  constructor(db: Kysely<DB>, { maxBatch = 64 }: { maxBatch?: number } = {}) {
+  /** `beforeCommit` runs once per shared transaction, after its last unit (the change log's numbering). */
+  constructor(db: Kysely<DB>, { maxBatch = 64, beforeCommit }: { maxBatch?: number; beforeCommit?: (trx: Transaction<DB>) => Promise<void> } = {}) {
     if (!Number.isSafeInteger(maxBatch) || maxBatch < 1) throw new RangeError('maxBatch must be a positive integer');
     this.#db = db;
     this.#maxBatch = maxBatch;
+    this.#beforeCommit = beforeCommit ?? null;
   }
 
   /** Runs `work` in a shared transaction; settles once that transaction has committed. */
@@ -79,7 +82,11 @@ export class GroupCommit<DB> {
       const unit = batch[0]!;
       await this.#db
         .transaction()
-        .execute(unit.work)
+        .execute(async (trx) => {
+          const value = await unit.work(trx);
+          await this.#beforeCommit?.(trx);
+          return value;
+        })
         .then(unit.resolve, unit.reject);
       return;
     }
@@ -104,6 +111,7 @@ export class GroupCommit<DB> {
             outcomes.push({ ok: false, error });
           }
         }
+        await this.#beforeCommit?.(trx);
       });
     } catch (error) {
       for (const unit of batch) unit.reject(error);

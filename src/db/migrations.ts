@@ -211,6 +211,38 @@ const MIGRATIONS: Record<string, Migration> = {
       await db.schema.createIndex('api_keys_owner').on('api_keys').columns(['owner_id', 'id']).execute();
     },
   },
+  '0010_change_log': {
+    async up(db) {
+      // Issue 23, STREAMS.md §3: one row per change, written in the change's transaction with
+      // position null; its last step numbers the transaction's rows from `change_positions`
+      // under that row's lock, held until commit, so positions follow commit order
+      // (db/change-log.ts). `row` is the record's columns (before a delete), `previous` its
+      // columns before an update: streams judge their filters and read rules against them.
+      const editor = schemaEditorFor(db);
+      await db.schema
+        .createTable('change_log')
+        .addColumn('id', editor.primaryKeyType())
+        .addColumn('position', 'bigint')
+        .addColumn('collection', 'varchar(100)', (c) => c.notNull())
+        .addColumn('record_id', 'bigint', (c) => c.notNull())
+        .addColumn('action', 'varchar(16)', (c) => c.notNull())
+        .addColumn('record', 'text', (c) => c.notNull())
+        .addColumn('changes', 'text')
+        .addColumn('row', 'text', (c) => c.notNull())
+        .addColumn('previous', 'text')
+        .addColumn('created_at', 'bigint', (c) => c.notNull())
+        .execute();
+      await db.schema.createIndex('change_log_position').on('change_log').column('position').unique().execute();
+      // The counter positions are taken from, and the newest position pruning has removed.
+      await db.schema
+        .createTable('change_positions')
+        .addColumn('id', 'integer', (c) => c.primaryKey())
+        .addColumn('last', 'bigint', (c) => c.notNull())
+        .addColumn('pruned_through', 'bigint', (c) => c.notNull())
+        .execute();
+      await sql`insert into change_positions (id, last, pruned_through) values (1, 0, 0)`.execute(db);
+    },
+  },
   '0011_idempotency_keys': {
     async up(db) {
       // REQUESTS.md §1: a write's response under its caller's Idempotency-Key, stored in the

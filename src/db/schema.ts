@@ -15,6 +15,8 @@ export interface Database {
   deliveries: DeliveriesTable;
   api_keys: ApiKeysTable;
   idempotency_keys: IdempotencyKeysTable;
+  change_log: ChangeLogTable;
+  change_positions: ChangePositionsTable;
 }
 
 /** A response stored under its caller's Idempotency-Key (REQUESTS.md §1; db/idempotency-keys.ts). */
@@ -141,6 +143,33 @@ export interface ApiKeysTable {
   expires_at: number | null;
 }
 
+/** One committed change (STREAMS.md §3; db/change-log.ts); JSON text in `record` … `previous`. */
+export interface ChangeLogTable {
+  id: Generated<number>;
+  /** Null until the transaction's last step numbers it; every committed row has one. */
+  position: number | null;
+  collection: string;
+  record_id: number;
+  action: string;
+  /** The record as represented at the change (before it, for `deleted`). */
+  record: string;
+  /** An update's `changes` (`{ field: { from } }`), else null. */
+  changes: string | null;
+  /** The record's columns after the change (before it, for `deleted`). */
+  row: string;
+  /** An update's columns before it, else null. */
+  previous: string | null;
+  created_at: number;
+}
+
+/** One row (id 1): the last position taken, and the newest one pruning removed. */
+export interface ChangePositionsTable {
+  id: number;
+  last: number;
+  pruned_through: number;
+}
+
+export type ChangeLogRow = Selectable<ChangeLogTable>;
 export type UserRow = Selectable<UsersTable>;
 export type WebhookRow = Selectable<WebhooksTable>;
 export type DeliveryRow = Selectable<DeliveriesTable>;

@@ -168,6 +168,17 @@ export class Throttled extends ApiError {
   }
 }
 
+/** One stream more than STREAM_MAX_PER_USER for this caller in this process (STREAMS.md §1). */
+export class TooManyStreams extends ApiError {
+  override readonly status = 429;
+  override readonly code = 'too_many_streams';
+  override readonly title = 'Too many open streams';
+  constructor(limit: number, retryAfterSeconds: number) {
+    super(`At most ${limit} event streams may be open at once; close one first.`);
+    this.headers['retry-after'] = String(retryAfterSeconds);
+  }
+}
+
 export class ServiceUnavailable extends ApiError {
   override readonly status = 503;
   override readonly code = 'service_unavailable';

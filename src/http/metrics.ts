@@ -1,5 +1,5 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { Counter, Registry, collectDefaultMetrics, type Metric } from 'prom-client';
+import { Counter, Gauge, Registry, collectDefaultMetrics, type Metric } from 'prom-client';
 
 /** Prometheus metrics (API.md §5); every name starts with `restwire_` (API.md §6). */
 export function createMetrics() {
@@ -33,7 +33,13 @@ export function createMetrics() {
     }),
   };
 
-  return { registry, recordRequest, rateLimitStore };
+  // Event streams (STREAMS.md §4): counted, never logged per message.
+  const streams = {
+    open: new Gauge({ name: 'restwire_streams_open', help: 'Event streams open in this process.', registers: [registry] }),
+    messages: new Counter({ name: 'restwire_stream_messages_total', help: 'Messages sent on event streams (keep-alive comments not counted).', registers: [registry] }),
+  };
+
+  return { registry, recordRequest, rateLimitStore, streams };
 }
 
 export type Metrics = ReturnType<typeof createMetrics>;

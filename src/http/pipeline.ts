@@ -4,6 +4,7 @@ import type { RequestThrottle, ThrottleState } from './throttling/request-thrott
 import { entityTag, noneMatch } from './conditional.js';
 import { readIdempotencyKey, takesIdempotencyKey, type Idempotency } from './idempotency.js';
 import { InsufficientScope, MethodNotAllowed, NotAcceptable, NotAuthenticated, PermissionDenied, Throttled, type ApiError } from './errors.js';
+import { EVENT_STREAM_TYPE, type StreamRegistry } from './event-stream.js';
 import { negotiate } from './negotiation.js';
 import { parseBody, type RequestData } from './parsers.js';
 import { renderBrowsable } from './browsable/index.js';
@@ -99,6 +100,8 @@ export interface PipelineOptions {
   readonly throttle: RequestThrottle;
   /** Keyed POST and PATCH requests (REQUESTS.md §1); without it the header is ignored. */
   readonly idempotency?: Idempotency;
+  /** Opens the event streams GETs ask for (STREAMS.md §1). */
+  readonly streams: StreamRegistry;
 }
 
 /** The refusal DRF gives: 401 when the caller did not authenticate, 403 when they did. */
@@ -119,7 +122,7 @@ export function permittedAction(view: View, method: Method, identity: Identity |
   return action;
 }
 
-export function createPipeline({ authenticators, throttle, idempotency }: PipelineOptions) {
+export function createPipeline({ authenticators, throttle, idempotency, streams }: PipelineOptions) {
   const representations = new RepresentationCache();
 
   async function authenticate(request: FastifyRequest): Promise<Identity | null> {
@@ -158,9 +161,10 @@ export function createPipeline({ authenticators, throttle, idempotency }: Pipeli
       const allowed = allowedMethods(view);
       // API.md §6: a method the path does not have is a 405 before authentication is looked at.
       if (!allowed.includes(request.method as Method)) throw new MethodNotAllowed(request.method, allowed);
-      const offers = request.method === 'OPTIONS' ? optionsMediaTypes(view) : view.mediaTypes;
+      const offers = request.method === 'OPTIONS' ? optionsMediaTypes(view) : request.method === 'GET' ? view.mediaTypes : withoutStreams(view.mediaTypes);
       const mediaType = negotiate(request.headers.accept, offers);
-      if (mediaType === null) throw new NotAcceptable(offers);
+      // The stream is named where it is documented (OpenAPI), not among the renderings a 406 lists.
+      if (mediaType === null) throw new NotAcceptable(withoutStreams(offers));
       state.mediaType = mediaType;
       state.identity = await authenticate(request);
     } finally {
@@ -193,9 +197,14 @@ export function createPipeline({ authenticators, throttle, idempotency }: Pipeli
     }
     // Asked before the action reads, so what is filed under a version is never older than it.
     // HTML pages show the caller and their rate-limit headers, so they are never reused.
-    const reusable = action.version && (method === 'GET' || method === 'HEAD') && state.mediaType !== HTML_TYPE;
+    const reusable = action.version && (method === 'GET' || method === 'HEAD') && state.mediaType !== HTML_TYPE && state.mediaType !== EVENT_STREAM_TYPE;
     const version = reusable ? await action.version!(apiRequest) : null;
-    if (version === null) return send(request, reply, render(request, reply, view, await action.handle(apiRequest)));
+    if (version === null) {
+      const response = await action.handle(apiRequest);
+      // A stream is this stage's fourth rendering: opened here, filled by the action (STREAMS.md §1).
+      if (response.stream) return streams.open(request, reply, callerKey(request, state), response.stream);
+      return send(request, reply, render(request, reply, view, response));
+    }
     const key = `${state.mediaType} ${state.path}${state.query}`;
     let representation = representations.get(version, key);
     if (representation === undefined) {
@@ -217,6 +226,16 @@ export function createPipeline({ authenticators, throttle, idempotency }: Pipeli
   }
 
   return { initial, dispatch, charge };
+}
+
+/** Whom the stream limit counts a stream against: the user, else the client's IP (STREAMS.md §1). */
+function callerKey(request: FastifyRequest, state: ApiState): string {
+  return state.identity ? `user:${state.identity.user.id}` : `ip:${request.ip}`;
+}
+
+/** Streams answer GET only; other methods negotiate among the rest. */
+function withoutStreams(mediaTypes: readonly string[]): readonly string[] {
+  return mediaTypes.includes(EVENT_STREAM_TYPE) ? mediaTypes.filter((type) => type !== EVENT_STREAM_TYPE) : mediaTypes;
 }
 
 function toApiRequest(request: FastifyRequest, state: ApiState): ApiRequest {
@@ -247,7 +266,7 @@ function describe(view: View, caller: User | null): Record<string, unknown> {
   return {
     name: view.name,
     description: view.description ?? '',
-    renders: view.mediaTypes,
+    renders: withoutStreams(view.mediaTypes),
     parses: ['application/json', 'application/x-www-form-urlencoded', 'multipart/form-data'],
     ...(view.metadata?.(caller) ?? {}),
   };

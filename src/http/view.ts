@@ -2,6 +2,7 @@ import type { FastifyRequest } from 'fastify';
 import type { WriteUnit } from '../db/write-unit.js';
 import type { Identity, Permission, User } from './caller.js';
 import type { RequestData } from './parsers.js';
+import type { EventStreamStart } from './event-stream.js';
 import type { KeyAccess } from './scopes.js';
 
 export const METHODS = ['GET', 'HEAD', 'OPTIONS', 'POST', 'PUT', 'PATCH', 'DELETE'] as const;
@@ -39,6 +40,8 @@ export interface ApiResponse {
   readonly headers?: Readonly<Record<string, string | string[]>>;
   /** The CSV columns, when fewer than the view's (`?fields=`, REQUESTS.md §3). */
   readonly columns?: readonly string[];
+  /** A GET asked for `text/event-stream`: the stream to open instead of a body (STREAMS.md §1). */
+  readonly stream?: EventStreamStart;
 }
 
 /**

@@ -519,6 +519,10 @@ export interface Change {
   /** For `updated`: each changed field's previous value, as GitHub's `changes`. */
   readonly changes?: Record<string, { from: unknown }>;
   readonly actor: User;
+  /** The record's columns after the change (before it, for `deleted`), when the writer has them. */
+  readonly row?: Row;
+  /** For `updated`: the record's columns before the change, when the writer has them. */
+  readonly previous?: Row;
 }
 
 /**

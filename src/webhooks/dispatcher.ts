@@ -41,6 +41,8 @@ export interface DispatcherOptions {
   readonly timeoutMs?: number;
   /** Delivered and failed deliveries older than this are deleted (retention.ts); default 30 days. */
   readonly retentionMs?: number;
+  /** Changes older than this leave the change log (retention.ts); default 24 hours. */
+  readonly changeRetentionMs?: number;
   /** How often retention runs; default 5 minutes. */
   readonly pruneIntervalMs?: number;
 }
@@ -115,9 +117,10 @@ export class Dispatcher {
       (error) => log.warn({ err: error }, 'delivery notifications interrupted; reconnecting'),
     );
     this.loop = this.run();
-    const { retentionMs, pruneIntervalMs, metrics } = this.options;
+    const { retentionMs, changeRetentionMs, pruneIntervalMs, metrics } = this.options;
     this.pruning = schedulePruning(storage.db, {
       retentionMs,
+      ...(changeRetentionMs !== undefined ? { changeRetentionMs } : {}),
       intervalMs: pruneIntervalMs,
       log,
       onBatch: (batch) => metrics?.observePruning(batch),
@@ -268,6 +271,7 @@ export function createDispatcher(
     allowPrivate: config.webhookAllowPrivate,
     timeoutMs: config.webhookTimeoutMs,
     retentionMs: config.deliveryRetentionMs,
+    changeRetentionMs: config.changeRetentionMs,
     pruneIntervalMs: config.deliveryPruneIntervalMs,
     log,
     ...(registry ? { metrics: createDeliveryMetrics(registry, storage.db, gauges) } : {}),

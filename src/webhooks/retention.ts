@@ -1,6 +1,7 @@
 import type { FastifyBaseLogger } from 'fastify';
 import { sql, type Kysely } from 'kysely';
 import { pruneStoredResponses } from '../db/idempotency-keys.js';
+import { pruneChanges } from '../db/change-log.js';
 import type { Database } from '../db/schema.js';
 
 // The "prune" stage of the webhook pipeline (STYLE.md 7; issue 11, finding 2): the delivery log
@@ -99,6 +100,8 @@ function pause(): Promise<void> {
 export interface PruningSchedule {
   /** Delivered and failed deliveries older than this are deleted; default 30 days. */
   readonly retentionMs?: number;
+  /** Changes older than this leave the change log (CHANGE_RETENTION_HOURS; default 24 hours; STREAMS.md §3). */
+  readonly changeRetentionMs?: number;
   /** How often a pass runs; default 5 minutes. */
   readonly intervalMs?: number;
   readonly log: FastifyBaseLogger;
@@ -107,7 +110,7 @@ export interface PruningSchedule {
 }
 
 /** Runs retention passes on a timer, one at a time; `stop` clears it and waits for a running pass. */
-export function schedulePruning(db: Kysely<Database>, { retentionMs = 30 * 86_400_000, intervalMs = 300_000, log, onBatch }: PruningSchedule): { stop(): Promise<void> } {
+export function schedulePruning(db: Kysely<Database>, { retentionMs = 30 * 86_400_000, changeRetentionMs = 86_400_000, intervalMs = 300_000, log, onBatch }: PruningSchedule): { stop(): Promise<void> } {
   let timer: NodeJS.Timeout;
   let running: Promise<void> | null = null;
 
@@ -121,6 +124,18 @@ export function schedulePruning(db: Kysely<Database>, { retentionMs = 30 * 86_40
       if (expired > 0) log.info({ expired }, 'pruned expired idempotency keys');
     } catch (error) {
       log.warn({ err: error }, 'could not prune the delivery log; will try again');
+    }
+    // The change log, in the same pass (issue 23): a batch at a time, as deliveries.
+    try {
+      let changes = 0;
+      for (let count = -1; count !== 0; ) {
+        count = await pruneChanges(db, Date.now() - changeRetentionMs);
+        changes += count;
+        if (count > 0) await pause();
+      }
+      if (changes > 0) log.info({ changes }, 'pruned the change log');
+    } catch (error) {
+      log.warn({ err: error }, 'could not prune the change log; will try again');
     }
   }
 

@@ -116,6 +116,11 @@ function actionsBox(body: unknown, context: RenderContext, collectionPath: strin
   return html`<section class="box" aria-labelledby="actions-heading"><h2 class="box-header" id="actions-heading">Actions</h2><div class="box-body">!${offered}</div></section>`;
 }
 
+/** Whether the page follows its own URL's event stream (STREAMS.md §5): a list or record read that succeeded. */
+function followsStream({ view, method, status }: RenderContext): boolean {
+  return method === 'GET' && status === 200 && view.mediaTypes.includes('text/event-stream');
+}
+
 /** The generic page: heading, controls, response, pager, forms. */
 export function resourcePage(body: unknown, context: RenderContext): string {
   const { view, path, status, allow } = context;
@@ -123,7 +128,7 @@ export function resourcePage(body: unknown, context: RenderContext): string {
   return html`!${pageHeading(view.name, view.description, allow)}
 !${view.listControls && isPage(body) ? listControlsForm(path, view.listControls) : ''}
 <div class="columns">
-<div class="col-main">
+<div class="col-main" id="resource-live"!${followsStream(context) ? html` data-stream="${path}"` : ''}>
 !${responseView({ method: 'GET', path, status, allow, headers: context.headers(), body })}
 !${pagination(body)}
 </div>

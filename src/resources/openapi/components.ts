@@ -46,6 +46,10 @@ export const HEADERS: Record<string, HeaderObject> = {
   Allow: { description: 'The methods this path has.', schema: { type: 'string' } },
   'Set-Cookie': { description: 'The `sessionid` (HttpOnly) and `csrftoken` cookies, set or cleared.', schema: { type: 'string' } },
   'Cache-Control': { description: '`no-store`: the body holds a secret or credentials.', schema: { type: 'string' } },
+  'X-Change-Position': {
+    description: 'The position of the last change committed before this read (`0` before any): open the stream of this URL with `since` set to it to hear exactly the changes after the read.',
+    schema: { type: 'integer', minimum: 0 },
+  },
 };
 
 const RATE_LIMIT_HEADERS = {
@@ -131,6 +135,20 @@ export const PARAMETERS: Record<string, ParameterObject> = {
     in: 'query',
     required: false,
     description: 'An opaque position from a `next` or `previous` link; one the server did not issue is a 400.',
+    schema: { type: 'string' },
+  },
+  since: {
+    name: 'since',
+    in: 'query',
+    required: false,
+    description: 'With `Accept: text/event-stream`: start the stream after this change position (an `X-Change-Position`); a position whose changes were pruned gets one `reset` message.',
+    schema: { type: 'integer', minimum: 0 },
+  },
+  'Last-Event-ID': {
+    name: 'Last-Event-ID',
+    in: 'header',
+    required: false,
+    description: 'With `Accept: text/event-stream`: resume after this position (what `EventSource` sends when it reconnects); wins over `since`.',
     schema: { type: 'string' },
   },
   'If-None-Match': {

@@ -101,6 +101,25 @@ function content(mediaTypes: readonly string[], schema: SchemaObject): Record<st
   return Object.fromEntries(mediaTypes.map((type) => [type, { schema: { type: 'string' } }]));
 }
 
+/** The stream a list or record GET answers with `Accept: text/event-stream` (STREAMS.md §1–§2). */
+const EVENT_STREAM: MediaTypeObject = {
+  schema: {
+    type: 'string',
+    description:
+      'Server-Sent Events: one message per change after the position asked for, `id` the change position, `event` `created`, `updated` or `deleted` (or `reset`: read again), `data` one line of JSON `{action, record, changes?, matched_before?, matched_after?}`; a `: keep-alive` comment at least every 15 s.',
+  },
+};
+
+/** A GET's 200 body, with the stream beside it when the view offers one. */
+function streamed(mediaTypes: readonly string[], body: Record<string, MediaTypeObject>): Record<string, MediaTypeObject> {
+  return mediaTypes.includes('text/event-stream') ? { ...body, 'text/event-stream': EVENT_STREAM } : body;
+}
+
+/** The parameters only a stream reads. */
+function streamParameters(mediaTypes: readonly string[]): Array<ParameterObject | Reference> {
+  return mediaTypes.includes('text/event-stream') ? [ref('parameters', 'since'), ref('parameters', 'Last-Event-ID')] : [];
+}
+
 function requestBody(schema: SchemaObject, required: boolean): RequestBodyObject {
   return { required, content: Object.fromEntries(SUPPORTED_MEDIA_TYPES.map((type) => [type, { schema }])) };
 }
@@ -202,9 +221,14 @@ function resourceOperation(
           ...filters,
           ...shape,
           ref('parameters', 'If-None-Match'),
+          ...streamParameters(view.mediaTypes),
         ],
         responses: {
-          '200': success('A page of records.', { ...ETAG, Link: ref('headers', 'Link') }, content(view.mediaTypes, ref('schemas', `Paginated${label}List`))),
+          '200': success(
+            'A page of records; or, asked for `text/event-stream`, the changes to the records the filters select.',
+            { ...ETAG, Link: ref('headers', 'Link'), 'X-Change-Position': ref('headers', 'X-Change-Position') },
+            streamed(view.mediaTypes, content(view.mediaTypes, ref('schemas', `Paginated${label}List`))),
+          ),
           ...NOT_MODIFIED,
           ...problems(400, 401, 406, 429),
         },
@@ -213,8 +237,16 @@ function resourceOperation(
     case 'retrieve':
       return {
         action,
-        parameters: [...shape, ref('parameters', 'If-None-Match')],
-        responses: { '200': success('The record.', ETAG, detailBody), ...NOT_MODIFIED, ...problems(400, 401, 403, 404, 406, 429) },
+        parameters: [...shape, ref('parameters', 'If-None-Match'), ...streamParameters(view.mediaTypes)],
+        responses: {
+          '200': success(
+            "The record; or, asked for `text/event-stream`, its changes until it is deleted.",
+            { ...ETAG, 'X-Change-Position': ref('headers', 'X-Change-Position') },
+            streamed(view.mediaTypes, detailBody),
+          ),
+          ...NOT_MODIFIED,
+          ...problems(400, 401, 403, 404, 406, 429),
+        },
       };
     case 'create': {
       // Members only the create shows (a webhook's secret, once, with `Cache-Control: no-store`).

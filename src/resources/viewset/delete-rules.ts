@@ -184,7 +184,7 @@ export function buildDeleteRules(resource: Resource, options: DeleteRulesOptions
     if (deleting.length === 0) return;
     await trx.deleteFrom(table).where('id', 'in', deleting.map((entry) => entry.row.id)).execute();
     for (const entry of deleting) entry.deleted = true;
-    await notify.all(trx, deleting.map((entry) => ({ resource, action: 'deleted' as const, record: entry.before, actor })));
+    await notify.all(trx, deleting.map((entry) => ({ resource, action: 'deleted' as const, record: entry.before, actor, row: entry.row })));
   }
 
   /** A delete rule's setNull: clears `field` of `rows` (locked) in one statement per chunk; an `updated` event each. */
@@ -209,7 +209,8 @@ export function buildDeleteRules(resource: Resource, options: DeleteRulesOptions
         const entry = cascade.scheduled.get(`${table}:${updated[index]!.id}`);
         // A record this cascade deletes later is shown, then, as it is now.
         if (entry && !entry.deleted) entry.before = record;
-        return { resource, action: 'updated', record, changes: { [fieldName]: { from: befores[index]![fieldName] } }, actor: cascade.actor };
+        const previous = chunk.find((child) => child.id === updated[index]!.id);
+        return { resource, action: 'updated', record, changes: { [fieldName]: { from: befores[index]![fieldName] } }, actor: cascade.actor, row: updated[index]!, ...(previous ? { previous } : {}) };
       });
       await cascade.notify.all(trx, changes);
     }

@@ -19,6 +19,7 @@ import { assertRecordMatches } from '../../http/conditional.js';
 import { ValidationError } from '../../http/errors.js';
 import { CursorCodec, parsePageRequest } from '../../http/pagination.js';
 import { parseId } from '../../http/paths.js';
+import { EVENT_STREAM_TYPE } from '../../http/event-stream.js';
 import { CSV_TYPE, HTML_TYPE, JSON_TYPE } from '../../http/renderers.js';
 import { scopesAllow, type KeyAccess } from '../../http/scopes.js';
 import type { Action, ApiRequest, ApiResponse, View, ViewAction } from '../../http/view.js';
@@ -39,9 +40,13 @@ import { buildHookCalls, guardedAfterCommit, hookUserOf, sameValue, type HookLog
 import { buildQueryset, TRUSTED_READER, trustedRequests, viewerOf } from './queryset.js';
 import { buildRepresentation } from './representation.js';
 import { parseFields, pickColumns, pickFields, type FieldSelection } from './sparse-fields.js';
+import type { LiveChanges } from '../live/hub.js';
+import { buildStreams, changePosition } from './stream.js';
 import { buildWrites } from './writes.js';
 
 export const RECORD_MEDIA_TYPES = [JSON_TYPE, HTML_TYPE, CSV_TYPE] as const;
+/** A list's and a record's GET also stream their changes (STREAMS.md §1); offered last, so a wildcard Accept stays JSON. */
+export const STREAMED_MEDIA_TYPES = [...RECORD_MEDIA_TYPES, EVENT_STREAM_TYPE] as const;
 
 /** What every viewset of one server shares. */
 export interface ViewSetOptions {
@@ -57,6 +62,8 @@ export interface ViewSetOptions {
   readonly viewSets: ReadonlyMap<string, ViewSet>;
   /** Where a failed `afterCommit` function of a hook is reported (the server's logger). */
   readonly log?: HookLog;
+  /** The process's open streams and their feed (issue 23); without it, no view offers streams. */
+  readonly live?: LiveChanges;
 }
 
 const CONSOLE_LOG: HookLog = { error: (details, message) => console.error(message, details) };
@@ -73,7 +80,7 @@ const ANONYMOUS: Change['actor'] = { id: 0, username: 'anonymous', passwordChang
  * ModelViewSet actions.
  */
 export function buildViewSet(resource: Resource, options: ViewSetOptions) {
-  const { storage, cursors, listeners = [], context, collections, viewSets, log = CONSOLE_LOG } = options;
+  const { storage, cursors, listeners = [], context, collections, viewSets, log = CONSOLE_LOG, live } = options;
   const db = storage.db as unknown as DynamicDb;
   const table = resource.table;
   const collectionPath = collectionPathOf(resource);
@@ -90,7 +97,7 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
   const filters = new Map(buildFilters(resource, context).map((filter) => [filter.param, filter]));
 
   const { represent, representOne } = buildRepresentation(resource, db, lookup);
-  const { listPath, listPage, loadRow, readableRows, checkObjectPermission, checkRule } = buildQueryset(resource, { storage, db, cursors, filters });
+  const { listPath, listPage, filterConditions, loadRow, readableRows, checkObjectPermission, checkRule } = buildQueryset(resource, { storage, db, cursors, filters });
   const { readInput, hasStoredChecks, checkAgainstStored, uniqueMessage } = buildInputChecks(resource, context, lookup);
   const { compiledInsert, columnValues, writeReferenceLists, writeTransaction } = buildWrites(resource, { storage, listeners, uniqueMessage });
   const { deleteRecord, deleteBatch, clearReferences } = buildDeleteRules(resource, { storage, collections, viewSets, represent });
@@ -209,6 +216,8 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
   }
   const shownRecordsOf: ShownRecords = (name, ids, tree, request) => viewSets.get(name)!.recordsShownTo(request, ids, tree);
 
+  const streams = live ? buildStreams(resource, { db, live, represent: (rows, executor, detail, viewer) => represent(rows, executor, detail, viewer), shownTo }) : null;
+
   // A page is the same for everyone who may read it, so it is reused while no data changes; not
   // a scoped one (each caller's own webhooks), nor one with members only some callers see (a
   // user's roles), nor one whose records or reverse lists a read rule filters per caller
@@ -231,9 +240,16 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
     async handle(request) {
       const page = parsePageRequest(request.query, orderings, resource.defaultOrdering, cursors, listPath(request));
       const shape = readShape(request);
+      // A stream's page parameters are checked as the list's, then have no effect (STREAMS.md §1).
+      if (streams && request.mediaType === EVENT_STREAM_TYPE) return streams.openStream(request, null, filterConditions(request));
+      const reader = readerOf(request);
+      // A page's own statement reads the position (one snapshot: exact); an empty page's is read
+      // before it, so a stream opened there may repeat a change, never miss one (STREAMS.md §3).
+      const before = await changePosition(reader);
       const found = await listPage(request, page);
-      const records = await shownTo(request, found.rows, await represent(found.rows, readerOf(request), false, request.user));
-      return shaped(request, shape, records, collection, (results) => pageResponse(found, results));
+      const records = await shownTo(request, found.rows, await represent(found.rows, reader, false, request.user));
+      const response = await shaped(request, shape, records, collection, (results) => pageResponse(found, results));
+      return { ...response, headers: { ...response.headers, 'x-change-position': String(found.position ?? before) } };
     },
   };
 
@@ -278,7 +294,7 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
         // The create rule judges the record as stored (defaults, owner); refused, it rolls back.
         await checkRule(trx, 'create', request, row.id);
         const representation = await representOne(row, trx, false, request.user);
-        await notify(trx, { resource, action: 'created', record: representation, actor: user });
+        await notify(trx, { resource, action: 'created', record: representation, actor: user, row });
         const after = await runHook('afterCreate', request, trx, later, representation, row);
         return { record: representation, row, extras: after?.response ?? {} };
       }, request.unit);
@@ -293,9 +309,12 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
     async handle(request) {
       const shape = readShape(request);
       const reader = readerOf(request);
+      const position = await changePosition(reader);
       const row = await loadRow(reader, parseId(request.params[recordParam]), false, request);
       checkObjectPermission(request, row);
-      return shaped(request, shape, await shownTo(request, [row], [await representOne(row, reader, true, request.user)]), detail, ([record]) => ({ body: record }));
+      if (streams && request.mediaType === EVENT_STREAM_TYPE) return streams.openStream(request, row.id, []);
+      const response = await shaped(request, shape, await shownTo(request, [row], [await representOne(row, reader, true, request.user)]), detail, ([record]) => ({ body: record }));
+      return { ...response, headers: { ...response.headers, 'x-change-position': String(position) } };
     },
   };
 
@@ -348,7 +367,7 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
           const representation = await representOne(updated, trx, false, request.user);
           const changes: Record<string, { from: unknown }> = {};
           for (const name of Object.keys(changedValues)) if (!resource.fields[name]!.writeOnly) changes[name] = { from: before[name] };
-          await notify(trx, { resource, action: 'updated', record: representation, changes, actor: user });
+          await notify(trx, { resource, action: 'updated', record: representation, changes, actor: user, row: updated, previous: row });
           await runHook('afterUpdate', request, trx, later, representation, updated);
           return { record: representation, row: updated };
         }, request.unit);
@@ -400,7 +419,7 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
     keyAccess,
     path: collectionPath,
     actions: { ...(has('list') ? { GET: list } : {}), ...(has('create') ? { POST: create } : {}) },
-    mediaTypes: RECORD_MEDIA_TYPES,
+    mediaTypes: live && has('list') ? STREAMED_MEDIA_TYPES : RECORD_MEDIA_TYPES,
     // The 201 of a create may show more (a webhook's secret); CSV shows it there too.
     columns: [...columns, ...resource.createShows],
     metadata: metadataOf(resource, 'POST'),
@@ -424,7 +443,7 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
       ...(has('partial_update') ? { PATCH: updateAction(true) } : {}),
       ...(has('destroy') ? { DELETE: destroy } : {}),
     },
-    mediaTypes: RECORD_MEDIA_TYPES,
+    mediaTypes: live && has('retrieve') ? STREAMED_MEDIA_TYPES : RECORD_MEDIA_TYPES,
     columns: [...columns, ...resource.detailOnly],
     metadata: metadataOf(resource, 'PUT'),
     ...(resource.pages.record ? { page: resource.pages.record } : {}),

@@ -4,6 +4,7 @@
 // is not there, a 404); then whether the caller may act on that record: its permission, or the
 // action's rule asked of the record in the same transaction (PostgreSQL's `USING` / `WITH CHECK`).
 
+import { sql } from 'kysely';
 import type { Storage } from '../../db/database.js';
 import type { Condition, DynamicDb, Row } from '../../db/dynamic-tables.js';
 import type { User } from '../../http/caller.js';
@@ -42,6 +43,9 @@ function nullsAs(field: Field): string | number | undefined {
   return ['integer', 'decimal', 'boolean', 'reference'].includes(field.type) ? -Number.MAX_SAFE_INTEGER - 1 : '';
 }
 
+/** The column a list page's statement reads the last change position into. */
+const PAGE_POSITION = '__change_position';
+
 /** What the queries of one collection's viewset read with. */
 export interface QuerysetOptions {
   readonly storage: Storage;
@@ -69,14 +73,19 @@ export function buildQueryset(resource: Resource, options: QuerysetOptions) {
 
   /** One page of the list: scoped, filtered, in the requested ordering. */
   async function listPage(request: ApiRequest, page: PageRequest) {
-    // Each row says which of its restricted fields the caller may read (ACCESS.md §3).
-    let query = selectFieldReads((request.unit?.trx ?? db).selectFrom(table).selectAll(), resource, request.user);
+    // The last change position, read by the page's own statement (one snapshot), so a stream
+    // opened after it starts exactly where the page ends (STREAMS.md §3); taken off the rows below.
+    // Each row also says which of its restricted fields the caller may read (ACCESS.md §3).
+    let query = selectFieldReads((request.unit?.trx ?? db).selectFrom(table).selectAll().select(sql<number>`(select last from change_positions where id = 1)`.as(PAGE_POSITION)), resource, request.user);
     if (hooks.scope) query = query.where(await hooks.scope(request));
     const readable = readCondition(resource.access, request.user);
     if (readable) query = query.where(readable);
     for (const condition of filterConditions(request)) query = query.where(condition);
     const field = resource.fields[page.ordering.name.replace(/^-/, '')];
-    return fetchKeysetPage<Row>(query, page, { path: listPath(request), query: request.query, cursors }, field ? nullsAs(field) : undefined);
+    const found = await fetchKeysetPage<Row>(query, page, { path: listPath(request), query: request.query, cursors }, field ? nullsAs(field) : undefined);
+    const position = found.rows.length ? Number(found.rows[0]![PAGE_POSITION]) : null;
+    for (const row of found.rows) delete row[PAGE_POSITION];
+    return { ...found, position };
   }
 
   // The hottest query, compiled once: building and compiling it with Kysely on every request
@@ -149,5 +158,5 @@ export function buildQueryset(resource: Resource, options: QuerysetOptions) {
     if (!holds) throw permissionDenied(request.identity);
   }
 
-  return { listPath, listPage, loadRow, readableRows, checkObjectPermission, checkRule };
+  return { listPath, listPage, filterConditions, loadRow, readableRows, checkObjectPermission, checkRule };
 }

@@ -1,0 +1,179 @@
+import { CompiledQuery, sql, type Kysely, type Transaction } from 'kysely';
+import type { ChangeLogRow, Database } from './schema.js';
+
+// The change log (issue 23, STREAMS.md §3): one row per committed change, the record as it was
+// shown and its columns, so that any process can tell any stream what changed, in commit order,
+// and a client can resume after a position. Rows are written with position null by the change's
+// listener (webhooks/change-log.ts) and numbered as the transaction's last step
+// (`numberChanges`, called by Storage.transact just before COMMIT):
+//
+// - the step runs `UPDATE change_positions SET last = last + n`, which locks the counter's row
+//   until the transaction ends, so the next transaction's numbering waits for this commit;
+// - PostgreSQL releases a transaction's locks only after its commit is visible to new snapshots,
+//   so a transaction numbered later becomes visible later: whoever reads "position > N" and sees
+//   position P also sees every position below P. Sequence values or transaction ids, taken
+//   earlier in a transaction, would not (concurrent transactions commit out of order);
+// - SQLite has one writer, so its commits are in order already; the same step serves both, and a
+//   group commit (group-commit.ts) numbers its whole batch once.
+//
+// Only the tail of a writing transaction (three short statements) is serialised: see
+// docs/ARCHITECTURE.md for what it costs concurrent writers.
+
+type Executor = Transaction<Database> | Kysely<Database>;
+/** database.ts's `Dialect`, spelled here: database.ts imports this file. */
+type Dialect = 'sqlite' | 'postgres';
+
+/** The PostgreSQL channel a numbering transaction notifies (the new last position as payload). */
+export const CHANGES_CHANNEL = 'restwire_changes';
+
+/** What the listener writes for one change. */
+export interface NewChange {
+  readonly collection: string;
+  readonly recordId: number;
+  readonly action: 'created' | 'updated' | 'deleted';
+  readonly record: Record<string, unknown>;
+  readonly changes: Record<string, unknown> | null;
+  readonly row: Record<string, unknown>;
+  readonly previous: Record<string, unknown> | null;
+}
+
+/** A committed change as readers see it. */
+export interface LoggedChange {
+  readonly position: number;
+  readonly collection: string;
+  readonly recordId: number;
+  readonly action: 'created' | 'updated' | 'deleted';
+  readonly record: Record<string, unknown>;
+  readonly changes: Record<string, unknown> | null;
+  readonly row: Record<string, unknown>;
+  readonly previous: Record<string, unknown> | null;
+}
+
+// Transactions that appended changes not numbered yet; a WeakSet so a rolled-back one is forgotten.
+const unnumbered = new WeakSet<object>();
+
+/** Rows one INSERT writes (10 values a row: far below either database's bound-parameter limit). */
+const INSERT_BATCH = 1_000;
+
+/** Appends changes, unnumbered, within the change's transaction. */
+export async function appendChanges(trx: Executor, changes: readonly NewChange[]): Promise<void> {
+  if (changes.length === 0) return;
+  const now = Date.now();
+  for (let start = 0; start < changes.length; start += INSERT_BATCH) {
+    await trx
+      .insertInto('change_log')
+      .values(
+        changes.slice(start, start + INSERT_BATCH).map((change) => ({
+          position: null,
+          collection: change.collection,
+          record_id: change.recordId,
+          action: change.action,
+          record: JSON.stringify(change.record),
+          changes: change.changes === null ? null : JSON.stringify(change.changes),
+          row: JSON.stringify(change.row),
+          previous: change.previous === null ? null : JSON.stringify(change.previous),
+          created_at: now,
+        })),
+      )
+      .execute();
+  }
+  unnumbered.add(trx);
+}
+
+const COUNT_UNNUMBERED = CompiledQuery.raw('select count(*) as n from change_log where position is null');
+
+/**
+ * The transaction's last step: numbers its changes (in the order they were written) after the
+ * last position taken, holding the counter's row lock until commit. Returns the new last
+ * position, or null when the transaction wrote none.
+ */
+export async function numberChanges(trx: Transaction<Database>, dialect: Dialect): Promise<number | null> {
+  if (!unnumbered.has(trx)) return null;
+  unnumbered.delete(trx);
+  // Only this transaction's rows are unnumbered: every committed row has a position, and other
+  // transactions' uncommitted rows are invisible. (A group commit's rolled-back unit took its rows with it.)
+  const { rows } = await trx.executeQuery<{ n: number | string }>(COUNT_UNNUMBERED);
+  const count = Number(rows[0]?.n ?? 0);
+  if (count === 0) return null;
+  const counter = await sql<{ last: number | string }>`update change_positions set last = last + ${count} where id = 1 returning last`.execute(trx);
+  const last = Number(counter.rows[0]!.last);
+  await sql`
+    update change_log set position = ${last - count} + numbered.rank
+    from (select id, row_number() over (order by id) as rank from change_log where position is null) numbered
+    where change_log.id = numbered.id`.execute(trx);
+  if (dialect === 'postgres') await sql`select pg_notify(${CHANGES_CHANNEL}, ${String(last)})`.execute(trx);
+  return last;
+}
+
+/** The last committed position (0 before any change) and the newest one pruning has removed. */
+export async function changePositions(db: Executor): Promise<{ last: number; prunedThrough: number }> {
+  const row = await db.selectFrom('change_positions').select(['last', 'pruned_through']).where('id', '=', 1).executeTakeFirst();
+  return { last: Number(row?.last ?? 0), prunedThrough: Number(row?.pruned_through ?? 0) };
+}
+
+/** Up to `limit` committed changes after `after`, in position order. */
+export async function readChanges(db: Executor, after: number, limit: number): Promise<LoggedChange[]> {
+  const rows = await db.selectFrom('change_log').selectAll().where('position', '>', after).orderBy('position').limit(limit).execute();
+  return rows.map(loggedChange);
+}
+
+function loggedChange(row: ChangeLogRow): LoggedChange {
+  return {
+    position: Number(row.position),
+    collection: row.collection,
+    recordId: Number(row.record_id),
+    action: row.action as LoggedChange['action'],
+    record: JSON.parse(row.record) as Record<string, unknown>,
+    changes: row.changes === null ? null : (JSON.parse(row.changes) as Record<string, unknown>),
+    row: JSON.parse(row.row) as Record<string, unknown>,
+    previous: row.previous === null ? null : (JSON.parse(row.previous) as Record<string, unknown>),
+  };
+}
+
+/** Rows one pruning statement deletes. */
+const PRUNE_BATCH = 500;
+
+/**
+ * Deletes one batch of changes written before `before`, oldest first, and records the newest
+ * position removed, so a stream asked to resume at or before it is told to `reset`. Returns how
+ * many were deleted.
+ */
+export async function pruneChanges(db: Kysely<Database>, before: number): Promise<number> {
+  return db.transaction().execute(async (trx) => {
+    const newest = await sql<{ p: number | string | null }>`
+      select max(position) as p from (
+        select position from change_log where position is not null and created_at < ${before} order by position limit ${PRUNE_BATCH}
+      ) oldest`.execute(trx);
+    const through = newest.rows[0]?.p;
+    if (through === null || through === undefined) return 0;
+    const result = await trx.deleteFrom('change_log').where('position', '<=', Number(through)).executeTakeFirst();
+    await trx
+      .updateTable('change_positions')
+      .set({ pruned_through: sql`case when pruned_through > ${Number(through)} then pruned_through else ${Number(through)} end` })
+      .where('id', '=', 1)
+      .execute();
+    return Number(result.numDeletedRows);
+  });
+}
+
+/**
+ * A query over one stored row instead of its table: `query` (a `SELECT … FROM "<table>" WHERE
+ * <condition>`, compiled) runs with a common table expression of the same name shadowing the
+ * table, holding only `row`, so a stream's filters and read rule judge the record as it was at
+ * the change, not as it is now. The one dialect difference: PostgreSQL types the row by the
+ * table's own row type (`json_populate_record`), SQLite needs no types.
+ */
+export function overStoredRow(dialect: Dialect, table: string, query: CompiledQuery, row: Record<string, unknown>): CompiledQuery {
+  const name = `"${table.replaceAll('"', '""')}"`;
+  if (dialect === 'postgres') {
+    const param = query.parameters.length + 1;
+    return CompiledQuery.raw(`with ${name} as (select * from json_populate_record(null::${name}, $${param}::json)) ${query.sql}`, [...query.parameters, JSON.stringify(row)]);
+  }
+  const columns = Object.keys(row);
+  const select = columns.map((column) => `? as "${column.replaceAll('"', '""')}"`).join(', ');
+  const values = columns.map((column) => {
+    const value = row[column];
+    return typeof value === 'boolean' ? Number(value) : value;
+  });
+  return CompiledQuery.raw(`with ${name} as (select ${select}) ${query.sql}`, [...values, ...query.parameters]);
+}

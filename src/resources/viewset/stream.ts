@@ -1,0 +1,120 @@
+// A collection's event streams (issue 23, STREAMS.md): what a list or record GET asked for
+// `text/event-stream` answers. Everything a list would refuse is refused before the stream opens
+// (the action checks the page and filters; this file the position asked for); then the stream
+// follows the process's hub (resources/live/hub.ts) from that position, judged by the caller's
+// read rule and scope and the list's filters, and told each change as this caller would see it.
+
+import { changePositions, type LoggedChange } from '../../db/change-log.js';
+import type { Condition, DynamicDb, Row } from '../../db/dynamic-tables.js';
+import { InvalidQuery } from '../../http/errors.js';
+import type { EventSink } from '../../http/event-stream.js';
+import type { ApiRequest, ApiResponse } from '../../http/view.js';
+import { readCondition } from '../access/compile.js';
+import { fieldsAreShared } from '../access/field-rules.js';
+import type { Check, LiveChanges, Standing, Subscription } from '../live/hub.js';
+import type { Resource } from '../resource.js';
+
+/** What a collection's streams need from its viewset. */
+export interface StreamOptions {
+  readonly db: DynamicDb;
+  readonly live: LiveChanges;
+  readonly represent: (rows: readonly Row[], executor: DynamicDb, detail: boolean, viewer: ApiRequest['user']) => Promise<Record<string, unknown>[]>;
+  /** What `hooks.representFor` adds for the caller (a user's roles), applied to copies. */
+  readonly shownTo: (request: ApiRequest, rows: readonly Row[], records: Record<string, unknown>[]) => Promise<Record<string, unknown>[]>;
+}
+
+const POSITION = /^\d{1,15}$/;
+
+/** The position a stream starts after: Last-Event-ID, else `since`, else none (STREAMS.md §3); a bad one is a 400. */
+function startPosition(request: ApiRequest): number | null {
+  const header = request.raw.headers['last-event-id'];
+  const lastEventId = Array.isArray(header) ? header[0] : header;
+  if (lastEventId !== undefined && lastEventId.trim() !== '') {
+    if (!POSITION.test(lastEventId.trim())) throw new InvalidQuery({ 'Last-Event-ID': ['Must be a change position: a whole number.'] });
+    return Number(lastEventId.trim());
+  }
+  const since = request.query.since;
+  if (since !== undefined) {
+    if (!POSITION.test(String(since))) throw new InvalidQuery({ since: ['Must be a change position: a whole number.'] });
+    return Number(since);
+  }
+  return null;
+}
+
+/** The last committed position, for `X-Change-Position` (STREAMS.md §3). */
+export async function changePosition(db: DynamicDb): Promise<number> {
+  return (await changePositions(db)).last;
+}
+
+export function buildStreams(resource: Resource, options: StreamOptions) {
+  const { db, live, represent, shownTo } = options;
+  const table = resource.table;
+  // A record shown as logged is the writer's view of it; one with reverse lists (filtered per
+  // reader), members per caller, fields some callers may not read (ACCESS.md §3), or detail-only
+  // fields is shown again for each reader.
+  const listShownPerReader = Boolean(resource.hooks.representFor) || Object.keys(resource.related).length > 0 || !fieldsAreShared(resource);
+  const recordShownPerReader = listShownPerReader || resource.detailOnly.length > 0;
+
+  /** A condition as a check, compiled once per stream; equal ones are judged once per change. */
+  function checkOf(conditions: readonly Condition[]): Check | null {
+    if (conditions.length === 0) return null;
+    let query = db.selectFrom(table).select('id');
+    for (const condition of conditions) query = query.where(condition);
+    const compiled = query.compile();
+    return { key: `${compiled.sql} ${JSON.stringify(compiled.parameters)}`, table, query: compiled };
+  }
+
+  /**
+   * Opens a stream of the list (`recordId` null, `filters` its conditions) or of one record (known
+   * to exist and be readable: the action has loaded it).
+   */
+  async function openStream(request: ApiRequest, recordId: number | null, filters: readonly Condition[]): Promise<ApiResponse> {
+    const requested = startPosition(request);
+    const scope = resource.hooks.scope ? await resource.hooks.scope(request) : null;
+    const readable = readCondition(resource.access, request.user);
+    const readCheck = checkOf([...(scope ? [scope] : []), ...(readable ? [readable] : [])]);
+    const filterCheck = checkOf(filters);
+    const { prunedThrough } = await changePositions(db);
+    const detail = recordId !== null;
+    const perReader = detail ? recordShownPerReader : listShownPerReader;
+
+    async function shown(change: LoggedChange): Promise<Record<string, unknown>> {
+      if (!perReader) return change.record;
+      const row = change.row as Row;
+      return (await shownTo(request, [row], await represent([row], db, detail, request.user)))[0]!;
+    }
+
+    async function message(change: LoggedChange, { before, after }: Standing) {
+      const inBefore = before.readable && before.matched;
+      const inAfter = after.readable && after.matched;
+      const data = (body: Record<string, unknown>) => ({ event: change.action, data: JSON.stringify({ action: change.action, ...body }) });
+      if (change.action === 'created') return inAfter ? data({ record: await shown(change) }) : null;
+      if (change.action === 'deleted') return inBefore ? data({ record: await shown(change) }) : null;
+      if (!inBefore && !inAfter) return null;
+      // Out of view: once more, marked; a record the caller may no longer read only by url and id (STREAMS.md §2).
+      if (!after.readable) return data({ record: { url: change.record.url, id: change.record.id }, matched_after: false });
+      const record = await shown(change);
+      // A change to a field the reader may not read is not theirs to see (ACCESS.md §3).
+      const changes = Object.fromEntries(Object.entries(change.changes ?? {}).filter(([name]) => name in record));
+      const body = { record, changes };
+      if (!inAfter) return data({ ...body, matched_after: false });
+      if (!inBefore) return data({ ...body, matched_before: false });
+      return data(body);
+    }
+
+    return {
+      stream(sink: EventSink) {
+        // A position after which changes may be gone: the client reads again (STREAMS.md §3).
+        if (requested !== null && requested < prunedThrough) {
+          sink.send(null, 'reset', JSON.stringify({ reason: 'position too old' }));
+          sink.close();
+          return;
+        }
+        const subscription: Subscription = { collection: resource.name, recordId, readCheck, filterCheck, message, sink };
+        live.follow(subscription, requested ?? live.position);
+      },
+    };
+  }
+
+  return { openStream };
+}
