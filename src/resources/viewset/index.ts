@@ -172,7 +172,7 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
           const stored = await loadRow(db, id, false, request);
           checkObjectPermission(request, stored);
           validated = readInput(data, partial);
-          await hooks.validate(validated.values, validated.errors, request, { row: stored, record: await representOne(stored, db, false, request.user) });
+          await hooks.validate(validated.values, validated.errors, request, { row: stored, record: () => representOne(stored, db, false, request.user) });
           if (Object.keys(validated.errors).length && !hasStoredChecks(data)) throw new ValidationError(validated.errors);
         }
         const afterCommit: Array<() => void> = [];
