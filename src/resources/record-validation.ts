@@ -38,8 +38,8 @@ export type DeclaredValidate = (values: Record<string, unknown>, context: Valida
 /** The stored record an update starts from, as the viewset read it. */
 export interface StoredRecord {
   readonly row: Row;
-  /** As the API shows it (what `ctx.record` is made of). */
-  readonly record: Record<string, unknown>;
+  /** As the API shows it (what `ctx.record` is made of); read only when asked (a user's reverse lists cost queries). */
+  record(): Promise<Record<string, unknown>>;
 }
 
 /** The viewset's validation step (`ViewSetHooks.validate`): adds to `errors`; `stored` on an update. */
@@ -70,7 +70,7 @@ export function withReferenceIds(fields: Readonly<Record<string, Field>>, row: R
  * The whole record as it would be stored, as shown: each field's new value, else its stored one
  * (an update), else its default (a create); references also as `<name>_id`.
  */
-function wholeRecord(fields: Readonly<Record<string, Field>>, values: Record<string, unknown>, stored: StoredRecord | null): Record<string, unknown> {
+function wholeRecord(fields: Readonly<Record<string, Field>>, values: Record<string, unknown>, stored: { row: Row; record: Record<string, unknown> } | null): Record<string, unknown> {
   const record: Record<string, unknown> = {};
   for (const [name, field] of Object.entries(fields)) {
     let value: unknown;
@@ -96,6 +96,7 @@ export function validationStep(collection: string, fields: Readonly<Record<strin
   return async function validateRecord(values, errors, request, stored) {
     await own?.(values, errors, request, stored);
     if (Object.keys(errors).length) return;
+    const shown = stored ? { row: stored.row, record: await stored.record() } : null;
     const context: ValidateContext = {
       errors: {
         add(field, message) {
@@ -104,10 +105,10 @@ export function validationStep(collection: string, fields: Readonly<Record<strin
         },
       },
       user: callerOf(request),
-      record: stored ? withReferenceIds(fields, stored.row, stored.record) : null,
+      record: shown ? withReferenceIds(fields, shown.row, shown.record) : null,
     };
     try {
-      await validate(wholeRecord(fields, values, stored), context);
+      await validate(wholeRecord(fields, values, shown), context);
     } catch (error) {
       throw userCodeError(collection, 'validate', error);
     }

@@ -334,7 +334,7 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
           checkObjectPermission(request, stored);
           validated = readInput(data, partial, trusted);
           if (!trusted) ignoreUnwritable(validated.values, validated.errors, await unwritableFields(resource, request.user));
-          await hooks.validate(validated.values, validated.errors, request, { row: stored, record: await representOne(stored, readerOf(request), false, request.user) });
+          await hooks.validate(validated.values, validated.errors, request, { row: stored, record: () => representOne(stored, readerOf(request), false, request.user) });
           if (Object.keys(validated.errors).length && !hasStoredChecks(data)) throw new ValidationError(validated.errors);
         }
         const later: Array<() => void> = [];
