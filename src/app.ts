@@ -184,6 +184,7 @@ export async function buildApp(config: Config, storage: Storage, options: AppOpt
     context: { form: false, publicUrl: config.publicUrl, collections: new Set(collections.map((resource) => resource.name)) },
     collections,
     viewSets,
+    log: server.log,
   };
   for (const resource of collections) viewSets.set(resource.name, buildViewSet(resource, viewSetOptions));
   for (const resource of registry.collections) if (resource.event) eventFilters.set(resource.event, filtersOf(resource.name));

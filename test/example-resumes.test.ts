@@ -107,6 +107,31 @@ describe.each(BACKENDS)('examples/resumes on %s', (backend) => {
     expect(await patched.json()).toMatchObject({ years_of_experience: 12, headline: 'Analyst\nand poet' });
   });
 
+  it('keeps the resume’s current position by its positions’ hooks, and closes a position with its action', async () => {
+    const first = await create('positions', { resume: resume.url, title: 'Analyst', employer: 'Engines Ltd', started_on: '2016-01-01' });
+    expect((await get(resume.url)).current_position).toBe('Analyst at Engines Ltd');
+    const later = await create('positions', { resume: resume.url, title: 'Lead', employer: 'Difference Co', started_on: '2019-05-01' });
+    expect((await get(resume.url)).current_position).toBe('Lead at Difference Co');
+    // Only the owner closes a position (its action's access rule); its input is a date.
+    expect((await send('POST', `${later.url}close/`, {}, bob)).status).toBe(403);
+    const early = await send('POST', `${later.url}close/`, { on: '2019-04-30' });
+    expect(early.status).toBe(400);
+    expect((await early.json()).errors).toEqual({ finished_on: ['Must be on or after started_on.'] });
+    const backwards = await send('POST', '/api/v1/positions/', { resume: resume.url, title: 'Oops', employer: 'X', started_on: '2020-01-01', finished_on: '2019-01-01' });
+    expect((await backwards.json()).errors).toEqual({ finished_on: ['Must be on or after started_on.'] });
+    const bad = await send('POST', `${later.url}close/`, { on: 'soon' });
+    expect(bad.status).toBe(400);
+    expect(Object.keys((await bad.json()).errors)).toEqual(['on']);
+    const closed = await send('POST', `${later.url}close/`, { on: '2021-12-31' });
+    expect(closed.status).toBe(200);
+    expect(await closed.json()).toMatchObject({ url: later.url, finished_on: '2021-12-31' });
+    expect((await get(resume.url)).current_position).toBe('Analyst at Engines Ltd');
+    const today = new Date().toISOString().slice(0, 10);
+    expect(await (await send('POST', `${first.url}close/`, {})).json()).toMatchObject({ finished_on: today });
+    expect((await get(resume.url)).current_position).toBeNull();
+    for (const position of [first, later]) expect((await api(position.url, { method: 'DELETE', headers: { authorization: adminAuth } })).status).toBe(204);
+  });
+
   it('deleting a resume deletes its positions (cascade); deleting education drops it from resumes', async () => {
     const position = await create('positions', { resume: resume.url, title: 'Analyst', employer: 'Engines Ltd', started_on: '2016-01-01' });
     expect((await get(resume.url)).positions).toEqual([position.url]);

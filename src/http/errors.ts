@@ -240,3 +240,42 @@ export function problemBody(error: ApiError): { type: string; title: string; sta
     ...error.extensions,
   };
 }
+
+/** The statuses a declaration's own code may answer with (LOGIC.md §3 `reject`). */
+export const REJECT_STATUSES = [400, 403, 404, 409, 422] as const;
+export type RejectStatus = (typeof REJECT_STATUSES)[number];
+
+const REJECTED: Record<RejectStatus, { code: string; title: string }> = {
+  400: { code: 'invalid', title: 'Invalid request' },
+  403: { code: 'permission_denied', title: 'Permission denied' },
+  404: { code: 'not_found', title: 'Not found' },
+  409: { code: 'conflict', title: 'Conflict' },
+  422: { code: 'unprocessable', title: 'Unprocessable content' },
+};
+
+// Marks a Rejected across copies of the package: a project's declarations may import another
+// copy of restwire than the one serving them (as `isResource` allows).
+const REJECTED_MARK = Symbol.for('restwire.rejected');
+
+/** A request a declaration's hook or action refused with `reject(status, detail, errors?)` (LOGIC.md §3). */
+export class Rejected extends ApiError {
+  override readonly status: RejectStatus;
+  override readonly code: string;
+  override readonly title: string;
+  readonly [REJECTED_MARK] = true;
+
+  /** `error` as this copy's Rejected when it is one from any copy of the package; else null. */
+  static from(error: unknown): Rejected | null {
+    if (error instanceof Rejected) return error;
+    if (typeof error !== 'object' || error === null || (error as Record<symbol, unknown>)[REJECTED_MARK] !== true) return null;
+    const { status, message, extensions } = error as Rejected;
+    return new Rejected(status, message, extensions.errors as FieldErrors | undefined);
+  }
+
+  constructor(status: RejectStatus, detail: string, errors?: FieldErrors) {
+    super(detail);
+    this.status = status;
+    ({ code: this.code, title: this.title } = errors && status === 400 ? { code: 'validation_error', title: 'Invalid input' } : REJECTED[status]);
+    if (errors) this.extensions.errors = errors;
+  }
+}

@@ -100,6 +100,21 @@ export interface View {
    * by the declaration or view that needs it, so the renderer knows no routes.
    */
   readonly page?: PageTemplate;
+  /**
+   * The view's own actions (a declaration's `actions`, DRF's `@action`), offered on its browsable
+   * page: a link for a GET, a button (or a form, with their fields' metadata) for a POST.
+   */
+  readonly extraActions?: readonly ViewAction[];
+}
+
+/** An action below a view's path, as its browsable page offers it. */
+export interface ViewAction {
+  readonly label: string;
+  /** Below the collection's path, or the record's URL: `close/`. */
+  readonly path: string;
+  readonly method: 'GET' | 'POST';
+  /** The fields its POST reads, as OPTIONS describes them. */
+  readonly fields?: Readonly<Record<string, Record<string, unknown>>>;
 }
 
 /** Draws a view's body as the main part of a browsable page. */

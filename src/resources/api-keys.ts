@@ -99,26 +99,26 @@ export function apiKeysResource({ storage, apiKeys, scopes }: ApiKeysOptions): R
       'it is shown once, in the 201 of its create. DELETE revokes a key.',
     fields,
     permission: isAuthenticated,
-    actions: ['list', 'create', 'retrieve', 'destroy'],
+    operations: ['list', 'create', 'retrieve', 'destroy'],
     timestamps: false,
     createShows: ['key'],
     // A key never manages keys (ACCESS.md §5).
     keyLimit: 'none',
     hooks: {
       scope: async (request) => (eb) => eb('owner_id', '=', request.user!.id),
-      async beforeCreate(trx, columns, request) {
+      async beforeCreate({ trx, columns, request }) {
         const user = request.user!;
         await refuseBeyondPerUserCap(storage, trx, { table: 'api_keys', userId: user.id, max: MAX_KEYS_PER_USER, message: `A user may have at most ${MAX_KEYS_PER_USER} API keys.` });
         const { key, prefix, hash } = generateApiKey();
         issued.set(request, key);
         Object.assign(columns, { owner_id: user.id, prefix, key_hash: hash, created_at: Date.now(), last_used_at: null });
       },
-      async afterCreate(_trx, _row, _record, request) {
+      async afterCreate({ request, response }) {
         // Shown here, once: only its hash is kept (ACCESS.md §5).
-        return { body: { key: issued.get(request)! }, headers: { 'cache-control': 'no-store' } };
+        Object.assign(response, { body: { key: issued.get(request)! }, headers: { 'cache-control': 'no-store' } });
       },
-      async beforeDelete(_trx, row) {
-        return () => apiKeys.forget(String(row.key_hash));
+      async beforeDelete({ row, afterCommit }) {
+        afterCommit(() => apiKeys.forget(String(row!.key_hash)));
       },
     },
   });

@@ -78,7 +78,7 @@ export function buildRegistry(declared: readonly LoadedDeclaration[] | null): Re
       eventIds.set(resource.eventId, entry);
     }
     // An owner is the user who created the record: there is none for an anonymous create.
-    if (resource.owner && resource.actions.includes('create') && resource.permission.hasPermission({ method: 'POST', user: null })) {
+    if (resource.owner && resource.operations.includes('create') && resource.permission.hasPermission({ method: 'POST', user: null })) {
       throw new RegistryError(file, new DeclarationError(resource.name, null, 'owner: true needs a permission that refuses anonymous creates (e.g. permission.authenticatedOrReadOnly)'));
     }
   }

@@ -8,20 +8,24 @@ import { and, authenticatedOrReadOnly, ownerOrReadOnly } from '../auth/permissio
 import type { Permission } from '../http/caller.js';
 import type { User } from '../http/caller.js';
 import type { Database } from '../db/schema.js';
-import type { FieldErrors } from '../http/errors.js';
 import type { KeyLimit } from '../http/scopes.js';
 import type { ActionDocs, ApiRequest, ApiResponse, PageTemplate } from '../http/view.js';
 import type { Condition } from '../db/dynamic-tables.js';
 import type { DynamicDb, Row } from '../db/dynamic-tables.js';
 import { FIELD_TYPES } from '../db/schema-state.js';
 import { isField, isInvalidField, optionsOf, type Field } from './fields/field.js';
+import { isComputed, type ComputedField } from './fields/computed.js';
+import { validationStep, type DeclaredValidate, type ValidationStep } from './record-validation.js';
+import type { RecordValues, TypedValidateContext } from './declaration-types.js';
 import { LOOKUPS, TEXT_TYPES, type Lookup } from './lookups.js';
 import { permissionOf } from './access/compile.js';
 import { parseAccess, parseFieldAccess, RuleError, type AccessRules, type AccessSource, type FieldAccessSource, type FieldRules } from './access/rules.js';
+import { checkActions, type ActionDeclaration, type DeclaredAction } from './actions.js';
+import { checkHooks, type BuiltinWriteHooks, type ResourceHooks } from './hooks.js';
 
 /** The viewset actions a resource can offer (DRF's names). */
 export type ActionName = 'list' | 'create' | 'retrieve' | 'update' | 'partial_update' | 'destroy';
-const ALL_ACTIONS: readonly ActionName[] = ['list', 'create', 'retrieve', 'update', 'partial_update', 'destroy'];
+export const ALL_ACTIONS: readonly ActionName[] = ['list', 'create', 'retrieve', 'update', 'partial_update', 'destroy'];
 
 export { LOOKUPS, type Lookup } from './lookups.js';
 
@@ -32,14 +36,17 @@ export interface RelatedList {
   readonly field: string;
 }
 
-/** What a user writes in `defineResource({...})` (RESOURCES.md §1). */
-export interface ResourceOptions {
+/**
+ * What a user writes in `defineResource({...})` (RESOURCES.md §1); `F`, the fields, types what
+ * the declaration's own code sees (LOGIC.md §6).
+ */
+export interface ResourceOptions<F extends Record<string, Field> = Record<string, Field>> {
   /** The collection's path segment and table, `[a-z][a-z0-9_]*`. */
   name: string;
   /** One record's name (default: the name, capitalised, without a trailing `s`). */
   label?: string;
   description?: string;
-  fields: Record<string, Field>;
+  fields: F;
   /** A read-only `owner` path, set to the creating user (default false). */
   owner?: boolean;
   /** Who may do what (default: anyone reads, signed-in users write, owners change their own). */
@@ -65,31 +72,35 @@ export interface ResourceOptions {
   related?: Record<string, RelatedList>;
   /** `created_at` / `updated_at` (default true). */
   timestamps?: boolean;
-  /** Default: all six. */
-  actions?: ActionName[];
+  /** Which of the six viewset actions the collection offers (default: all six). */
+  operations?: ActionName[];
+  /** Code run inside each write's transaction (LOGIC.md §3). */
+  hooks?: ResourceHooks;
+  /** Endpoints of the collection's own (DRF's `@action`, LOGIC.md §4), by name. */
+  actions?: Record<string, ActionDeclaration>;
+  /**
+   * Checks of the whole record (LOGIC.md §1), once every field passed: `values` is the record as
+   * it would be stored; `ctx.errors.add(field | null, message)` refuses it with a 400.
+   */
+  validate?(values: RecordValues<F>, ctx: TypedValidateContext<F>): void | Promise<void>;
 }
 
 /**
- * What is special about one of restwire's own collections, as small named hooks the one viewset
- * calls (DRF's get_queryset, perform_create, perform_update, to_representation). Each is optional.
+ * The hooks the one viewset calls (DRF's get_queryset, perform_create, perform_update,
+ * to_representation): a declaration's six write hooks (LOGIC.md §3), which restwire's own
+ * collections state too, seeing the row and its columns; and what only those collections need.
+ * Each is optional.
  */
-export interface ViewSetHooks {
+export interface ViewSetHooks extends BuiltinWriteHooks {
   /** get_queryset: the condition every read and write of a request adds (may throw NotFound). */
   scope?(request: ApiRequest): Promise<Condition>;
   /**
    * Checks that need I/O (a DNS lookup) or more than one field, run outside the transaction after
    * each field's own check; add to `errors`. Slow work on checked values (a password's hash) goes
-   * here too: on SQLite a transaction holds up every query of the process.
+   * here too: on SQLite a transaction holds up every query of the process. `stored`: the record
+   * an update changes (null on a create). A declaration's `validate` is made into this step.
    */
-  validate?(values: Record<string, unknown>, errors: FieldErrors, request: ApiRequest): Promise<void>;
-  /** perform_create, before the insert: completes the columns (an owner, a sealed secret), or refuses. */
-  beforeCreate?(trx: DynamicDb, columns: Record<string, unknown>, request: ApiRequest): Promise<void>;
-  /** perform_create, after the insert: extra members and headers of the 201, and work once committed. */
-  afterCreate?(trx: DynamicDb, row: Row, record: Record<string, unknown>, request: ApiRequest): Promise<CreateExtras | void>;
-  /** perform_update: the row as it was and the columns about to be set, changed in place; may return work once committed. */
-  beforeUpdate?(trx: DynamicDb, row: Row, columns: Record<string, unknown>, request: ApiRequest): Promise<(() => void) | void>;
-  /** perform_destroy, before the delete of the record a DELETE names: may return work once committed (a revoked key forgotten). */
-  beforeDelete?(trx: DynamicDb, row: Row, request: ApiRequest): Promise<(() => void) | void>;
+  validate?: ValidationStep;
   /** to_representation: fills what no one column shows (nested objects, computed members), once per page. */
   represent?(rows: readonly Row[], out: Record<string, unknown>[], context: { detail: boolean; executor: DynamicDb }): Promise<void>;
   /**
@@ -103,13 +114,6 @@ export interface ViewSetHooks {
    * this collection words it; null leaves it to the viewset's own wording (a field's `unique`).
    */
   constraintError?(error: unknown): Error | null;
-}
-
-/** What `afterCreate` adds to a 201. */
-export interface CreateExtras {
-  readonly body?: Record<string, unknown>;
-  readonly headers?: Record<string, string>;
-  readonly afterCommit?: () => void;
 }
 
 /** What an extra action may ask of its viewset. */
@@ -137,12 +141,16 @@ export interface ExtraAction {
   readonly permission?: Permission;
   /** A GET every API key may call, whatever its scopes (`users/me`, ACCESS.md §5). */
   readonly everyKey?: boolean;
+  /** OPTIONS metadata: the fields its POST reads (a declared action's `input`). */
+  readonly metadata?: () => Record<string, unknown>;
+  /** The media types it renders, when not the collection's (a GET) or JSON alone (a POST). */
+  readonly mediaTypes?: readonly string[];
   readonly docs?: ActionDocs;
   handle(request: ApiRequest, context: ActionContext): Promise<ApiResponse>;
 }
 
 /** What only restwire's own declarations may state. */
-export interface BuiltinOptions extends ResourceOptions {
+export interface BuiltinOptions extends Omit<ResourceOptions, 'hooks'> {
   /** The table, when not the name. */
   table?: string;
   /** Served below a record of another collection: `/api/v1/<collection>/:id/<name>/:<param>/`. */
@@ -191,7 +199,7 @@ export interface Resource {
   readonly description: string;
   /** The table; restwire's own `users` keeps extra columns the declaration does not name. */
   readonly table: string;
-  readonly actions: readonly ActionName[];
+  readonly operations: readonly ActionName[];
   /** The pipeline's permission stage: the rules' own when there are rules. */
   readonly permission: Permission;
   /**
@@ -199,12 +207,15 @@ export interface Resource {
    * where it can be written so (the built-in policies, `and`, `or`); null: `permission` alone.
    */
   readonly access: AccessRules | null;
+  /** The stored fields (computed ones are in `computed`). */
   readonly fields: Readonly<Record<string, Field>>;
   /**
    * The field rules (ACCESS.md §3) of the fields that have one some caller may fail; a field
    * absent here is read and written as its declaration says (access/field-rules.ts).
    */
   readonly fieldAccess: Readonly<Record<string, FieldRules>>;
+  /** Computed fields (LOGIC.md §2): shown after the stored ones, never stored. */
+  readonly computed: Readonly<Record<string, ComputedField>>;
   readonly owner: boolean;
   readonly timestamps: boolean;
   /** Public ordering names (`id`, fields, timestamps) → the field they order by. */
@@ -223,6 +234,8 @@ export interface Resource {
   readonly recordDescription: string;
   readonly hooks: ViewSetHooks;
   readonly extraActions: readonly ExtraAction[];
+  /** The declaration's own actions (LOGIC.md §4), checked; the viewset serves them as extra actions. */
+  readonly declaredActions: readonly DeclaredAction[];
   readonly createDocs?: ActionDocs;
   readonly updateDocs?: ActionDocs;
   readonly callerMembers: Readonly<Record<string, Record<string, unknown>>>;
@@ -248,7 +261,7 @@ export const NAME = /^[a-z][a-z0-9_]*$/;
 export const RESERVED = new Set(['users', 'webhooks', 'keys', 'auth', 'docs', 'openapi.json', 'events']);
 const OPTION_NAMES = new Set([
   'name', 'label', 'description', 'fields', 'owner', 'permission', 'access', 'orderings', 'defaultOrdering', 'filters',
-  'search', 'event', 'eventId', 'related', 'timestamps', 'actions',
+  'search', 'event', 'eventId', 'related', 'timestamps', 'operations', 'hooks', 'actions', 'validate',
 ]);
 /** Members every record may have besides its fields (`expand` with `?expand=`, REQUESTS.md §2); no field may take their names. */
 const IMPLICIT = new Set(['url', 'id', 'owner', 'created_at', 'updated_at', 'expand']);
@@ -278,8 +291,10 @@ function defaultLabel(name: string): string {
  *   event: 'book',
  * });
  */
-export function defineResource(options: ResourceOptions): Resource {
-  return checkDeclaration(options, { builtin: false });
+export function defineResource<F extends Record<string, Field>>(options: ResourceOptions<F>): Resource {
+  // The types are the user's editor's (LOGIC.md §6); the declaration is checked as plain data,
+  // its hooks as the viewset's, each given the context its name says.
+  return checkDeclaration(options as unknown as BuiltinOptions, { builtin: false });
 }
 
 /** `defineResource` for restwire's own collections, which may reuse reserved names. */
@@ -287,7 +302,7 @@ export function defineBuiltinResource(options: BuiltinOptions): Resource {
   return checkDeclaration(options, { builtin: true });
 }
 
-const BUILTIN_OPTIONS = new Set(['table', 'nestedUnder', 'detailOnly', 'recordDescription', 'createShows', 'hooks', 'extraActions', 'createDocs', 'updateDocs', 'callerMembers', 'pages', 'keyLimit']);
+const BUILTIN_OPTIONS = new Set(['table', 'nestedUnder', 'detailOnly', 'recordDescription', 'createShows', 'extraActions', 'createDocs', 'updateDocs', 'callerMembers', 'pages', 'keyLimit']);
 
 function checkDeclaration(options: BuiltinOptions, { builtin }: { builtin: boolean }): Resource {
   if (typeof options !== 'object' || options === null) throw new DeclarationError('?', null, 'defineResource needs an object');
@@ -305,6 +320,7 @@ function checkDeclaration(options: BuiltinOptions, { builtin }: { builtin: boole
   if (typeof options.fields !== 'object' || options.fields === null) fail(null, 'fields must be an object of field.<type>() values');
 
   const fields: Record<string, Field> = {};
+  const computed: Record<string, ComputedField> = {};
   for (const [fieldName, value] of Object.entries(options.fields)) {
     if (!NAME.test(fieldName)) fail(fieldName, 'a field name must match [a-z][a-z0-9_]*');
     // restwire's own collections may show a timestamp among their fields (a webhook's `created_at`).
@@ -314,6 +330,10 @@ function checkDeclaration(options: BuiltinOptions, { builtin }: { builtin: boole
     const allowed = optionsOf(value);
     for (const option of Object.keys(value.options)) {
       if (!allowed.includes(option)) fail(fieldName, `unknown option "${option}" for field.${value.type} (it takes ${allowed.join(', ')})`);
+    }
+    if (isComputed(value)) {
+      computed[fieldName] = value;
+      continue;
     }
     if (value.readOnly && value.writeOnly) fail(fieldName, 'a field cannot be both readOnly and writeOnly');
     if (value.hasDefault && value.defaultValue === null && !value.nullable) fail(fieldName, 'default: null needs nullable: true');
@@ -327,6 +347,10 @@ function checkDeclaration(options: BuiltinOptions, { builtin }: { builtin: boole
   // Own names only: `orderings: ['constructor']` found Object.prototype's, passed, and failed
   // later in `migrate` with "no such column" (issue 22 item 13).
   const declaredField = (name: string): Field | undefined => (Object.hasOwn(fields, name) ? fields[name] : undefined);
+  // A computed value has no column to compare or sort (LOGIC.md §2).
+  const notComputed = (name: string, use: string): void => {
+    if (Object.hasOwn(computed, name)) fail(name, `cannot ${use} "${name}": a computed field is not stored`);
+  };
   const owner = options.owner === true;
   const timestamps = options.timestamps ?? true;
 
@@ -355,6 +379,7 @@ function checkDeclaration(options: BuiltinOptions, { builtin }: { builtin: boole
   };
   const orderings = ['id', ...(options.orderings ?? []).filter((ordering) => ordering !== 'id')];
   for (const ordering of orderings) {
+    notComputed(ordering, 'order by');
     if (!orderable(ordering)) fail(ordering, `cannot order by "${ordering}": no such field, or one that cannot be ordered (references, json)`);
     // A page's order and its cursors would tell a caller what they may not read (ACCESS.md §3).
     if (fieldAccess[ordering]?.read) fail(ordering, `cannot order by "${ordering}": it has a read rule`);
@@ -364,6 +389,7 @@ function checkDeclaration(options: BuiltinOptions, { builtin }: { builtin: boole
 
   const filters: Record<string, Lookup[]> = {};
   for (const [field, lookups] of Object.entries(options.filters ?? {})) {
+    notComputed(field, 'filter on');
     const declared = declaredField(field);
     if (!(field === 'owner' && owner) && (declared === undefined || declared.type === 'json' || declared.writeOnly)) {
       fail(field, `cannot filter on "${field}": no such field, or one that cannot be filtered (json, write-only)`);
@@ -380,6 +406,7 @@ function checkDeclaration(options: BuiltinOptions, { builtin }: { builtin: boole
   }
   const search = options.search ?? [];
   for (const field of search) {
+    notComputed(field, 'search');
     const declared = declaredField(field);
     if (!declared || !TEXT_TYPES.includes(declared.type)) fail(field, `search needs text fields; "${field}" is not one`);
   }
@@ -388,15 +415,17 @@ function checkDeclaration(options: BuiltinOptions, { builtin }: { builtin: boole
   }
   if (options.eventId !== undefined && (!Number.isSafeInteger(options.eventId) || options.eventId < 1)) fail(null, 'eventId must be a positive whole number');
   if (options.eventId !== undefined && options.event === undefined) fail(null, 'eventId names the repository.id of events: it needs an event');
-  const actions = options.actions ?? ALL_ACTIONS;
-  for (const action of actions) if (!ALL_ACTIONS.includes(action)) fail(null, `unknown action "${action}"`);
+  const operations = options.operations ?? ALL_ACTIONS;
+  for (const action of operations) if (!ALL_ACTIONS.includes(action)) fail(null, `unknown operation "${action}" (use ${ALL_ACTIONS.join(', ')})`);
+  const hooks = checkHooks(options.hooks ?? {}, { builtin, fail });
   for (const [relatedName, relation] of Object.entries(options.related ?? {})) {
-    if (!NAME.test(relatedName) || declaredField(relatedName) || IMPLICIT.has(relatedName)) fail(relatedName, 'a related list needs a name of its own');
+    if (!NAME.test(relatedName) || declaredField(relatedName) || Object.hasOwn(computed, relatedName) || IMPLICIT.has(relatedName)) fail(relatedName, 'a related list needs a name of its own');
     if (typeof relation?.collection !== 'string' || typeof relation.field !== 'string') {
       fail(relatedName, 'a related list is { collection, field }');
     }
   }
 
+  if (options.validate !== undefined && typeof options.validate !== 'function') fail(null, 'validate must be a function (values, ctx)');
   if (options.access !== undefined && options.permission !== undefined) fail(null, 'state access or permission, not both');
   const target = { table: options.table ?? name, fields, owner };
   let access: AccessRules | null = null;
@@ -425,11 +454,12 @@ function checkDeclaration(options: BuiltinOptions, { builtin }: { builtin: boole
     label: options.label ?? defaultLabel(name),
     description: options.description ?? '',
     table: options.table ?? name,
-    actions,
+    operations,
     permission,
     access,
     fields,
     fieldAccess,
+    computed,
     owner,
     timestamps,
     orderings,
@@ -444,8 +474,10 @@ function checkDeclaration(options: BuiltinOptions, { builtin }: { builtin: boole
     detailOnly: options.detailOnly ?? [],
     createShows: options.createShows ?? [],
     recordDescription: options.recordDescription ?? options.description ?? '',
-    hooks: options.hooks ?? {},
+    // A declared `validate` is the one validation step, after a built-in's own (LOGIC.md §1).
+    hooks: options.validate ? { ...hooks, validate: validationStep(name, fields, options.validate as DeclaredValidate, hooks.validate) } : hooks,
     extraActions: options.extraActions ?? [],
+    declaredActions: checkActions(options.actions ?? {}, { ...target, related: options.related ?? {}, access, fail }),
     ...(options.createDocs ? { createDocs: options.createDocs } : {}),
     ...(options.updateDocs ? { updateDocs: options.updateDocs } : {}),
     callerMembers: options.callerMembers ?? {},
@@ -471,6 +503,7 @@ export function representationFields(resource: Resource): string[] {
     'url',
     'id',
     ...Object.entries(resource.fields).filter(([name, field]) => !field.writeOnly && !resource.detailOnly.includes(name)).map(([name]) => name),
+    ...Object.keys(resource.computed),
     ...(resource.owner ? ['owner'] : []),
     ...Object.keys(resource.related),
     ...(resource.timestamps ? ['created_at', 'updated_at'] : []),

@@ -89,7 +89,7 @@ export const users = defineBuiltinResource({
   name: 'users',
   label: 'User',
   description: 'The people who own records. Read-only.',
-  actions: ['list', 'retrieve', 'partial_update'],
+  operations: ['list', 'retrieve', 'partial_update'],
   permission: readOrSignupOrAdmin,
   fields: { username, password, roles },
   timestamps: false,
@@ -129,17 +129,17 @@ export const users = defineBuiltinResource({
       // Hashed here, outside the transaction: scrypt is slow, and on SQLite a transaction holds up every query.
       if (Object.keys(errors).length === 0) values.password = await hashPassword(String(values.password));
     },
-    async beforeCreate(trx, columns) {
+    async beforeCreate({ trx, columns }) {
       const taken = await trx.selectFrom('users').select('id').where('username', '=', columns.username).executeTakeFirst();
       if (taken) throw new ValidationError({ username: [TAKEN] });
       const now = Date.now();
       Object.assign(columns, { password_hash: columns.password, password_changed_at: now, created_at: now });
       delete columns.password;
     },
-    async beforeUpdate(trx, row, columns) {
+    async beforeUpdate({ trx, row, columns }) {
       if (columns.roles === undefined) return;
       try {
-        await checkAdminRemains(trx as Kysely<Database>, Number(row.id), storedRoles(row.roles), storedRoles(columns.roles));
+        await checkAdminRemains(trx as Kysely<Database>, Number(row!.id), storedRoles(row!.roles), storedRoles(columns.roles));
       } catch (error) {
         if (error instanceof LastAdmin) throw new ValidationError({ roles: [error.message] });
         throw error;
@@ -196,13 +196,9 @@ export function withRoleChanges(resource: Resource, listener: (userId: number) =
     ...resource,
     hooks: {
       ...resource.hooks,
-      async beforeUpdate(trx, row, columns, request) {
-        const then = await beforeUpdate?.(trx, row, columns, request);
-        if (columns.roles === undefined) return then;
-        return () => {
-          then?.();
-          listener(Number(row.id));
-        };
+      async beforeUpdate(ctx) {
+        await beforeUpdate?.call(resource.hooks, ctx);
+        if (ctx.columns.roles !== undefined) ctx.afterCommit(() => listener(Number(ctx.row!.id)));
       },
     },
   };
@@ -210,5 +206,5 @@ export function withRoleChanges(resource: Resource, listener: (userId: number) =
 
 /** `users` with its create action: signup, while ALLOW_SIGNUP is on (API.md §6). */
 export function withSignup(resource: Resource): Resource {
-  return { ...resource, actions: [...resource.actions, 'create'] };
+  return { ...resource, operations: [...resource.operations, 'create'] };
 }

@@ -213,7 +213,7 @@ export function deliveriesResource({ storage, wake }: { storage: Storage; wake: 
     pages: { collection: deliveryListPage, record: deliveryPage },
     table: 'deliveries',
     nestedUnder: { collection: 'webhooks', column: 'webhook_id', param: 'delivery_id' },
-    actions: ['list', 'retrieve'],
+    operations: ['list', 'retrieve'],
     permission: isAuthenticated,
     timestamps: false,
     fields,

@@ -126,7 +126,7 @@ export function webhooksResource(options: WebhookOptions): Resource {
   const fields: Record<string, Field> = {
     target_url: {
       ...field.url({ maxLength: 2000 }),
-      // The address is resolved and checked by the `validate` hook, outside the transaction.
+      // The address is resolved and checked by the declaration's `validate`, outside the transaction.
       parse: (value) =>
         typeof value !== 'string' || value.trim() === ''
           ? fail(MESSAGES.invalidUrl)
@@ -215,21 +215,19 @@ export function webhooksResource(options: WebhookOptions): Resource {
     permission: isAuthenticated,
     timestamps: false,
     createShows: ['secret'],
+    // The target's address is resolved once every field passed, outside the transaction; only a
+    // new one, so a webhook whose host is gone can still be switched off (LOGIC.md §1).
+    async validate(values, { errors, record }) {
+      if (record !== null && values.target_url === record.target_url) return;
+      try {
+        await checkTargetUrl(String(values.target_url), { allowPrivate });
+      } catch (error) {
+        errors.add('target_url', error instanceof TargetRefusedError ? error.message : MESSAGES.invalidUrl);
+      }
+    },
     hooks: {
       scope: async (request) => (eb) => eb('owner_id', '=', request.user!.id),
-      async validate(values, errors) {
-        if (typeof values.target_url !== 'string') return;
-        try {
-          await checkTargetUrl(values.target_url, { allowPrivate });
-        } catch (error) {
-          delete values.target_url;
-          // First, as the field is declared first.
-          const others = { ...errors };
-          for (const name of Object.keys(errors)) delete errors[name];
-          Object.assign(errors, { target_url: [error instanceof TargetRefusedError ? error.message : MESSAGES.invalidUrl] }, others);
-        }
-      },
-      async beforeCreate(trx, columns, request) {
+      async beforeCreate({ trx, columns, request }) {
         const user = request.user!;
         await refuseBeyondPerUserCap(storage, trx, { table: 'webhooks', userId: user.id, max: MAX_WEBHOOKS_PER_USER, message: `A user may have at most ${MAX_WEBHOOKS_PER_USER} webhooks.` });
         const now = Date.now();
@@ -244,13 +242,14 @@ export function webhooksResource(options: WebhookOptions): Resource {
           updated_at: now,
         });
       },
-      async afterCreate(trx, row, record, request) {
+      async afterCreate({ trx, row, record, request, response, afterCommit }) {
         // A new webhook is greeted with a ping (API.md §4); one created inactive is not, yet.
-        if (Number(row.active) === 1) await enqueuePing(trx, record, request);
+        if (Number(row!.active) === 1) await enqueuePing(trx, record!, request);
         // The secret is shown once, here, and never again (API.md §4).
-        return { body: { secret: secrets.open(String(row.secret_sealed)) }, headers: { 'cache-control': 'no-store' }, afterCommit: wake };
+        Object.assign(response, { body: { secret: secrets.open(String(row!.secret_sealed)) }, headers: { 'cache-control': 'no-store' } });
+        afterCommit(wake);
       },
-      async beforeUpdate(_trx, row, columns) {
+      async beforeUpdate({ row, columns, afterCommit }) {
         const now = Date.now();
         columns.updated_at = now;
         // Re-enabling clears why it was disabled (API.md §6 "Webhook records").
@@ -259,12 +258,12 @@ export function webhooksResource(options: WebhookOptions): Resource {
         if (typeof columns.secret === 'string') {
           Object.assign(columns, {
             secret_sealed: secrets.seal(columns.secret),
-            previous_secret_sealed: row.secret_sealed,
+            previous_secret_sealed: row!.secret_sealed,
             previous_secret_expires_at: now + SECRET_OVERLAP_MS,
           });
           delete columns.secret;
         }
-        return columns.active === 1 ? wake : undefined;
+        if (columns.active === 1) afterCommit(wake);
       },
       async represent(rows, out) {
         rows.forEach((row, index) => {

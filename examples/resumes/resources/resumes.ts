@@ -16,6 +16,8 @@ export default defineResource({
     available_from: field.datetime({ required: false, nullable: true }),
     skills: field.json({ default: [], maxBytes: 4096, helpText: 'A list of skills, e.g. ["sql", "typescript"].' }),
     education: field.references('education', { maxItems: 20 }),
+    // Kept by the positions' hooks (positions.ts): the latest position not yet finished.
+    current_position: field.string({ maxLength: 420, readOnly: true, nullable: true, required: false }),
   },
   owner: true,
   permission: permission.and(permission.authenticatedOrReadOnly, permission.ownerOrReadOnly),

@@ -4,7 +4,7 @@ import { entityTag } from '../conditional.js';
 import { JSON_TYPE, renderJson } from '../renderers.js';
 import type { RenderContext } from '../view.js';
 import type { ListControls } from '../view.js';
-import { actionButton, apiForm, writableFields } from './forms.js';
+import { actionButton, apiForm, writableFields, type FieldsMeta } from './forms.js';
 import { responseView } from './response-view.js';
 
 // The generic browsable page of any view (issue 12 §1, §3): name and description, allowed
@@ -99,6 +99,23 @@ export function loginNote(path: string, what: string): string {
   return html`<p class="note"><a href="/api/v1/auth/login/?next=${encodeURIComponent(path)}">Log in</a> to ${what}.</p>`;
 }
 
+/** The view's own actions (ViewAction): a link for a GET, a button or a form for a POST. */
+function actionsBox(body: unknown, context: RenderContext, collectionPath: string): string {
+  const actions = context.view.extraActions ?? [];
+  if (actions.length === 0 || context.status >= 400) return '';
+  const base = isPage(body) ? collectionPath : typeof body === 'object' && body !== null && 'url' in body ? String((body as { url: unknown }).url) : null;
+  if (base === null) return '';
+  const offered = actions.map(({ label, path, method, fields }) => {
+    const action = `${base}${path}`;
+    if (method === 'GET') return html`<p><a class="btn" href="${action}">${label}</a></p>`;
+    if (fields && Object.keys(fields).length) {
+      return apiForm({ id: `action-${path.replace(/\/$/, '')}`, heading: label, action, fields: fields as unknown as FieldsMeta /* OPTIONS metadata, as writableFields reads it */, after: 'reload' });
+    }
+    return actionButton({ method: 'POST', action, label });
+  });
+  return html`<section class="box" aria-labelledby="actions-heading"><h2 class="box-header" id="actions-heading">Actions</h2><div class="box-body">!${offered}</div></section>`;
+}
+
 /** The generic page: heading, controls, response, pager, forms. */
 export function resourcePage(body: unknown, context: RenderContext): string {
   const { view, path, status, allow } = context;
@@ -110,6 +127,6 @@ export function resourcePage(body: unknown, context: RenderContext): string {
 !${responseView({ method: 'GET', path, status, allow, headers: context.headers(), body })}
 !${pagination(body)}
 </div>
-<div class="col-side">!${forms(body, context, base)}</div>
+<div class="col-side">!${forms(body, context, base)}!${actionsBox(body, context, base)}</div>
 </div>`;
 }

@@ -42,7 +42,19 @@ export interface CommonOptions<T> {
    * written; each `*` when left out. Read by `defineResource`, which knows the other fields.
    */
   access?: { read?: string | readonly string[]; write?: string | readonly string[] };
+  /**
+   * The declaration's own checks of a value (LOGIC.md §1): each gets the value as the record's
+   * JSON shows it, once the type's own checks passed and never for null, and returns null, a
+   * message or a list of messages.
+   */
+  validators?: readonly FieldValidator<T>[];
 }
+
+/** A declared check of one field's value (LOGIC.md §1): null when it passes, else what is wrong. */
+export type FieldValidator<T = unknown> = {
+  // A method's parameter is bivariant, so a field's validators of strings fit where any value may come.
+  check(value: T): string | readonly string[] | null | undefined;
+}['check'];
 
 /** Marks a field (and an InvalidField); `Symbol.for`, so copies of the package agree. */
 export const FIELD = Symbol.for('restwire.field');
@@ -70,6 +82,8 @@ export interface Field {
   readonly onDelete?: OnDelete;
   /** `references`: the most items a list holds (declared, or MAX_REFERENCES). */
   readonly maxItems?: number;
+  /** The declaration's own checks of a shown value (LOGIC.md §1); run by `parseField`. */
+  readonly validators: readonly FieldValidator[];
   /** Checks an input value (never null/absent handling: see `parseField`); returns what is stored. */
   parse(value: unknown, context: ParseContext): FieldResult;
   /** The stored value as shown (JSON). References show paths. */
@@ -87,8 +101,8 @@ export function isField(value: unknown): value is Field {
   return typeof value === 'object' && value !== null && (value as Record<symbol, unknown>)[FIELD] === true;
 }
 
-const COMMON_OPTIONS = ['required', 'default', 'nullable', 'unique', 'readOnly', 'writeOnly', 'label', 'helpText', 'access'];
 
+const COMMON_OPTIONS = ['required', 'default', 'nullable', 'unique', 'readOnly', 'writeOnly', 'label', 'helpText', 'access', 'validators'];
 /** Counts Unicode code points, not UTF-16 units (API.md §6: an emoji is one character). */
 export function codePointLength(text: string): number {
   let length = 0;
@@ -123,6 +137,11 @@ export const ANY_CONTEXT: ParseContext = { form: false, publicUrl: '', collectio
 /** Builds a Field from a type's spec and the declared options (the common ones handled here). */
 export function makeField(options: CommonOptions<unknown> & Record<string, unknown>, spec: TypeSpec): Field {
   const nullable = options.nullable === true;
+  const validators = options.validators ?? [];
+  // A bad shape is a declaration error, reported with the field's name by `defineResource`.
+  if (!Array.isArray(validators) || !validators.every((validator) => typeof validator === 'function')) {
+    throw new TypeError('option validators must be a list of functions of the value');
+  }
   const hasDefault = options.default !== undefined;
   const required = options.required ?? !hasDefault;
   let defaultValue: unknown = null;
@@ -163,6 +182,7 @@ export function makeField(options: CommonOptions<unknown> & Record<string, unkno
     defaultValue,
     ...(spec.to ? { to: spec.to, onDelete: spec.onDelete } : {}),
     ...(spec.maxItems !== undefined ? { maxItems: spec.maxItems } : {}),
+    validators,
     parse: spec.parse,
     show: (stored) => (stored === null || stored === undefined ? (spec.type === 'references' ? [] : null) : show(stored)),
     schema: () => schema,
@@ -188,7 +208,40 @@ export function parseField(field: Field, value: unknown, context: ParseContext):
   if (value === null || (context.form && value === '' && field.nullable && field.type !== 'string' && field.type !== 'text')) {
     return field.nullable ? ok(null) : fail(MESSAGES.null);
   }
-  return field.parse(value, context);
+  const parsed = field.parse(value, context);
+  if (!parsed.ok || field.validators.length === 0 || parsed.value === null) return parsed;
+  const messages = runValidators(field, field.show(parsed.value));
+  return messages.length ? fail(...messages) : parsed;
+}
+
+/**
+ * A field's declared validators on a value as shown (LOGIC.md §1), every message of every one.
+ * What one throws, or a result that is not null / a message / messages, is the declaration's
+ * fault: a `ValidatorFailed` that the viewset names with the collection and field.
+ */
+function runValidators(field: Field, shown: unknown): string[] {
+  const messages: string[] = [];
+  for (const validator of field.validators) {
+    let result: unknown;
+    try {
+      result = validator(shown);
+    } catch (error) {
+      throw new ValidatorFailed(error);
+    }
+    if (result === null || result === undefined) continue;
+    if (typeof result === 'string') messages.push(result);
+    else if (Array.isArray(result) && result.every((message) => typeof message === 'string')) messages.push(...(result as string[]));
+    else throw new ValidatorFailed(new TypeError(`a validator returned ${result instanceof Promise ? 'a promise (validators are synchronous; use validate() for checks that wait)' : typeof result}, not null, a message or a list of messages`));
+  }
+  return messages;
+}
+
+/** A declared validator threw (or answered nonsense); `cause` is what it threw. */
+export class ValidatorFailed extends Error {
+  constructor(cause: unknown) {
+    super(cause instanceof Error ? cause.message : String(cause), { cause });
+    this.name = 'ValidatorFailed';
+  }
 }
 
 /** Checks a declared length option (maxLength, maxBytes, …): a whole number ≥ 0; throws if not. */

@@ -5,7 +5,9 @@
 // types and helpers from `field.ts`.
 
 import { FIELD_TYPES } from '../../db/schema-state.js';
+import type { FieldConstructors } from '../declaration-types.js';
 import { FIELD, type Field } from './field.js';
+import { computed } from './computed.js';
 import { date, datetime } from './dates.js';
 import { json } from './json.js';
 import { boolean, decimal, integer } from './numbers.js';
@@ -13,7 +15,7 @@ import { reference, references } from './relations.js';
 import { choice, email, string, text, url } from './text.js';
 
 /** Every field type's constructor, by the name users call it with. */
-const constructors = { string, text, integer, decimal, boolean, date, datetime, email, url, choice, json, reference, references } as const;
+const constructors = { string, text, integer, decimal, boolean, date, datetime, email, url, choice, json, reference, references, computed } as const;
 
 /** Wraps a constructor so that a bad option makes an InvalidField instead of throwing. */
 function guarded<Args extends unknown[]>(type: string, make: (...args: Args) => Field): (...args: Args) => Field {
@@ -27,8 +29,8 @@ function guarded<Args extends unknown[]>(type: string, make: (...args: Args) => 
   };
 }
 
-/** The field constructors users declare with (RESOURCES.md §2). */
-export const field: typeof constructors = new Proxy(
+/** The field constructors users declare with (RESOURCES.md §2), typed by their values (LOGIC.md §6). */
+export const field: FieldConstructors = new Proxy(
   Object.fromEntries(Object.entries(constructors).map(([type, make]) => [type, guarded(type, make as (...args: unknown[]) => Field)])) as typeof constructors,
   {
     // `field.strnig(...)` in a TypeScript file is not type-checked by the loader: name it.
@@ -37,5 +39,5 @@ export const field: typeof constructors = new Proxy(
         ? () => ({ [FIELD]: true, invalid: `unknown field type "field.${type}" (use ${FIELD_TYPES.map((t) => `field.${t}`).join(', ')})` })
         : target[type as keyof typeof constructors],
   },
-);
+) as unknown as FieldConstructors;
 

@@ -134,7 +134,7 @@ function declaredAction(resources: readonly Resource[], view: View, method: Oper
   for (const resource of resources) {
     const table = view.path === collectionPathOf(resource) ? COLLECTION_ACTIONS : view.path === recordRouteOf(resource) ? RECORD_ACTIONS : null;
     const action = table?.[method];
-    if (action && resource.actions.includes(action)) return { resource, action };
+    if (action && resource.operations.includes(action)) return { resource, action };
   }
   return null;
 }

@@ -27,6 +27,7 @@ export function recordSchema(resource: Resource): SchemaObject {
     id: { type: 'integer', minimum: 1, readOnly: true },
   };
   for (const [name, field] of Object.entries(resource.fields)) if (!field.writeOnly && !resource.detailOnly.includes(name)) properties[name] = field.schema();
+  for (const [name, field] of Object.entries(resource.computed)) properties[name] = field.schema();
   if (resource.owner) properties.owner = { ...recordPathSchema('users', 'The user who created it.'), readOnly: true };
   for (const [name, relation] of Object.entries(resource.related)) {
     properties[name] = { type: 'array', readOnly: true, items: recordPathSchema(relation.collection, `A path in ${relation.collection}.`) };
@@ -113,9 +114,9 @@ export function collectionSchemas(resource: Resource, label: string): Record<str
   schemas[label] = record;
   schemas[`Paginated${label}List`] = pageSchema(label);
   // A create described by its own docs (signup's credentials) reads no `…Request` component.
-  const readsRequest = (resource.actions.includes('update') && !resource.updateDocs) || (resource.actions.includes('create') && !resource.createDocs);
+  const readsRequest = (resource.operations.includes('update') && !resource.updateDocs) || (resource.operations.includes('create') && !resource.createDocs);
   if (readsRequest) schemas[`${label}Request`] = inputSchema(resource, false);
-  if (resource.actions.includes('partial_update') && !resource.updateDocs) schemas[`Patched${label}Request`] = inputSchema(resource, true);
+  if (resource.operations.includes('partial_update') && !resource.updateDocs) schemas[`Patched${label}Request`] = inputSchema(resource, true);
   // A record with fields only its own view shows (a delivery's request and response).
   if (resource.detailOnly.length) {
     const detailProperties = Object.fromEntries(resource.detailOnly.map((name) => [name, resource.fields[name]!.schema()]));

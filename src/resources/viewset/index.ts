@@ -21,18 +21,22 @@ import { CursorCodec, parsePageRequest } from '../../http/pagination.js';
 import { parseId } from '../../http/paths.js';
 import { CSV_TYPE, HTML_TYPE, JSON_TYPE } from '../../http/renderers.js';
 import { scopesAllow, type KeyAccess } from '../../http/scopes.js';
-import type { Action, ApiRequest, ApiResponse, View } from '../../http/view.js';
+import type { Action, ApiRequest, ApiResponse, View, ViewAction } from '../../http/view.js';
 import type { ParseContext } from '../fields/field.js';
 import { hiddenFields, unwritableFields, withoutFields } from '../access/field-rules.js';
 import { buildFilters } from '../filters.js';
 import { pageResponse } from '../keyset.js';
 import type { CollectionLookup } from '../relations.js';
-import { collectionPathOf, recordRouteOf, representationFields, type ActionContext, type Change, type ChangeListener, type Resource } from '../resource.js';
+import type { BuiltinHookContext, HookName, StoredRecord } from '../hooks.js';
+import { collectionPathOf, recordRouteOf, representationFields, type ActionContext, type ActionName, type Change, type ChangeListener, type Resource } from '../resource.js';
+import { collectionHandle } from './collection-handle.js';
+import { declaredExtraActions } from './declared-actions.js';
 import { buildDeleteRules } from './delete-rules.js';
 import { expandRecords, expansionIsShared, pagesAreShared, parseExpand, type ExpandTree, type ShownRecords } from './expansion.js';
 import { buildInputChecks } from './input.js';
-import { metadataOf } from './metadata.js';
-import { buildQueryset } from './queryset.js';
+import { describeField, metadataOf } from './metadata.js';
+import { buildHookCalls, guardedAfterCommit, hookUserOf, sameValue, type HookLog } from './hook-context.js';
+import { buildQueryset, TRUSTED_READER, trustedRequests, viewerOf } from './queryset.js';
 import { buildRepresentation } from './representation.js';
 import { parseFields, pickColumns, pickFields, type FieldSelection } from './sparse-fields.js';
 import { buildWrites } from './writes.js';
@@ -49,9 +53,13 @@ export interface ViewSetOptions {
   readonly context: ParseContext;
   /** Every collection served, for relations and delete rules. */
   readonly collections: readonly Resource[];
-  /** The viewsets of the other collections (a cascade deletes through theirs). */
+  /** The viewsets of the other collections (a cascade deletes through theirs; hooks write through theirs). */
   readonly viewSets: ReadonlyMap<string, ViewSet>;
+  /** Where a failed `afterCommit` function of a hook is reported (the server's logger). */
+  readonly log?: HookLog;
 }
+
+const CONSOLE_LOG: HookLog = { error: (details, message) => console.error(message, details) };
 
 /**
  * Who acts when a declaration's permission lets an anonymous caller write: events name them as
@@ -59,15 +67,13 @@ export interface ViewSetOptions {
  */
 const ANONYMOUS: Change['actor'] = { id: 0, username: 'anonymous', passwordChangedAt: 0, roles: [] };
 
-// Whether an update leaves a value as it was (lists and JSON values compared by content).
-const sameValue = (a: unknown, b: unknown): boolean => a === b || JSON.stringify(a) === JSON.stringify(b);
 
 /**
  * Turns a declaration into its two views, the collection and the record, with DRF's
  * ModelViewSet actions.
  */
 export function buildViewSet(resource: Resource, options: ViewSetOptions) {
-  const { storage, cursors, listeners = [], context, collections, viewSets } = options;
+  const { storage, cursors, listeners = [], context, collections, viewSets, log = CONSOLE_LOG } = options;
   const db = storage.db as unknown as DynamicDb;
   const table = resource.table;
   const collectionPath = collectionPathOf(resource);
@@ -75,7 +81,7 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
   const recordParam = nestedUnder?.param ?? 'id';
   const columns = representationFields(resource);
   const lookup: CollectionLookup = (name) => collections.find((collection) => collection.name === name);
-  const has = (action: Resource['actions'][number]) => resource.actions.includes(action);
+  const has = (action: ActionName) => resource.operations.includes(action);
   const fieldEntries = Object.entries(resource.fields);
   const orderings: Record<string, string> = Object.assign(
     Object.create(null) as Record<string, string>,
@@ -95,6 +101,53 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
   function afterCommitOf(request: ApiRequest, callback: () => void): void {
     if (request.unit) request.unit.afterCommit.push(callback);
     else callback();
+  }
+
+  const hookCalls = buildHookCalls(resource, context);
+  /** What a hook of a write by `request` is given (LOGIC.md §3), in the write's transaction; `later` runs after its commit. */
+  function hookContext(
+    request: ApiRequest,
+    trx: DynamicDb,
+    later: Array<() => void>,
+    parts: { record: StoredRecord | null; row: Row | null; columns?: Record<string, unknown> },
+  ): BuiltinHookContext {
+    return {
+      values: {},
+      columns: {},
+      ...parts,
+      response: {},
+      user: hookUserOf(request.user),
+      trx,
+      request,
+      collection: (name) => collectionHandle(viewSets, name, { trx, user: request.user, identity: request.identity, later, readOnly: false }),
+      afterCommit: (fn) => later.push(guardedAfterCommit(log, resource.name, fn)),
+    };
+  }
+
+  /** Runs a hook given the record (and its row), if the collection has it; its context, for what it answers. */
+  async function runHook(name: HookName, request: ApiRequest, trx: DynamicDb, later: Array<() => void>, record: Record<string, unknown>, row: Row) {
+    if (!hookCalls.has(name)) return null;
+    const ctx = hookContext(request, trx, later, { record: hookCalls.record(record), row });
+    await hookCalls.call(name, ctx);
+    return ctx;
+  }
+
+  /**
+   * Runs `beforeCreate` or `beforeUpdate` with the values about to be written as the record's
+   * JSON shows them; what the hook changed is read back through the fields into `values` and the
+   * columns, and its references checked (trusted: any record may be named).
+   */
+  async function beforeWrite(name: 'beforeCreate' | 'beforeUpdate', context: () => BuiltinHookContext, values: Record<string, unknown>, id: number | null): Promise<void> {
+    if (!hookCalls.has(name)) return;
+    const ctx = context();
+    const shown = hookCalls.shownValues(values);
+    const snapshot = structuredClone(shown);
+    await hookCalls.call(name, { ...ctx, values: shown });
+    const changed = hookCalls.readBack(shown, snapshot, values, name);
+    if (changed.length === 0) return;
+    const written = Object.fromEntries(changed.map((field) => [field, values[field]]));
+    await checkAgainstStored(ctx.trx, {}, written, {}, id, TRUSTED_READER);
+    Object.assign(ctx.columns, columnValues(written));
   }
 
   /**
@@ -190,9 +243,9 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
     ...(resource.createDocs ? { docs: resource.createDocs } : {}),
     async handle(request) {
       const data = await request.data();
-      const { values, errors } = readInput(data, false);
+      const { values, errors } = readInput(data, false, trustedRequests.has(request));
       ignoreUnwritable(values, errors, await unwritableFields(resource, request.user));
-      await hooks.validate?.(values, errors, request);
+      await hooks.validate?.(values, errors, request, null);
       if (Object.keys(errors).length && !hasStoredChecks(data)) throw new ValidationError(errors);
       // Left out: the declared default, else null (an empty list for references).
       for (const [name, field] of fieldEntries) {
@@ -200,14 +253,15 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
       }
       const user = request.user ?? ANONYMOUS;
       const now = Date.now();
+      const later: Array<() => void> = [];
       const { record, row, extras } = await writeTransaction(async (trx, notify) => {
-        await checkAgainstStored(trx, data, values, errors, null, request.user);
+        await checkAgainstStored(trx, data, values, errors, null, viewerOf(request));
         const insert = {
           ...columnValues(values),
           ...(resource.owner ? { owner_id: user.id } : {}),
           ...(resource.timestamps ? { created_at: now, updated_at: now } : {}),
         };
-        await hooks.beforeCreate?.(trx, insert, request);
+        await beforeWrite('beforeCreate', () => hookContext(request, trx, later, { record: null, row: null, columns: insert }), values, null);
         const { rows } = await trx.executeQuery<Row>(compiledInsert(trx, insert));
         let row = rows[0]!;
         await writeReferenceLists(trx, row.id, values, false);
@@ -223,9 +277,10 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
         await checkRule(trx, 'create', request, row.id);
         const representation = await representOne(row, trx, false, request.user);
         await notify(trx, { resource, action: 'created', record: representation, actor: user });
-        return { record: representation, row, extras: (await hooks.afterCreate?.(trx, row, representation, request)) ?? {} };
+        const after = await runHook('afterCreate', request, trx, later, representation, row);
+        return { record: representation, row, extras: after?.response ?? {} };
       }, request.unit);
-      if (extras.afterCommit) afterCommitOf(request, extras.afterCommit);
+      for (const then of later) afterCommitOf(request, then);
       const [shown] = await shownTo(request, [row], [record]);
       return { status: 201, body: extras.body ? { ...shown, ...extras.body } : shown, headers: { location: String(record.url), ...extras.headers } };
     },
@@ -253,13 +308,14 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
         // Checks with I/O run outside the transaction, once the record is known to be the caller's.
         let validated: ReturnType<typeof readInput> | null = null;
         if (hooks.validate) {
-          checkObjectPermission(request, await loadRow(readerOf(request), id, false, request));
-          validated = readInput(data, partial);
+          const stored = await loadRow(readerOf(request), id, false, request);
+          checkObjectPermission(request, stored);
+          validated = readInput(data, partial, trustedRequests.has(request));
           ignoreUnwritable(validated.values, validated.errors, await unwritableFields(resource, request.user));
-          await hooks.validate(validated.values, validated.errors, request);
+          await hooks.validate(validated.values, validated.errors, request, { row: stored, record: await representOne(stored, readerOf(request), false, request.user) });
           if (Object.keys(validated.errors).length && !hasStoredChecks(data)) throw new ValidationError(validated.errors);
         }
-        const afterCommit: Array<() => void> = [];
+        const later: Array<() => void> = [];
         const { record, row: shownRow } = await writeTransaction(async (trx, notify) => {
           const row = await loadRow(trx, id, true, request);
           checkObjectPermission(request, row);
@@ -267,10 +323,10 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
           const before = await representOne(row, trx, false, request.user);
           // The ETag the caller holds is of the record as they were shown it.
           assertRecordMatches(request.raw.headers['if-match'], (await shownTo(request, [row], [before], trx))[0]!);
-          const { values, errors } = validated ?? readInput(data, partial);
+          const { values, errors } = validated ?? readInput(data, partial, trustedRequests.has(request));
           // Write rules judge the record before the change, as the update rule's USING does.
           ignoreUnwritable(values, errors, await unwritableFields(resource, request.user, trx, id));
-          await checkAgainstStored(trx, data, values, errors, id, request.user);
+          await checkAgainstStored(trx, data, values, errors, id, viewerOf(request));
           const changed = Object.entries(values).filter(([name, value]) => {
             const field = resource.fields[name]!;
             return field.type === 'references' ? !sameValue(before[name], field.show(value)) : !sameValue(row[columnOf(name, field)!], value);
@@ -279,8 +335,7 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
           await notify.before(trx, resource, id);
           const changedValues = Object.fromEntries(changed);
           const set = { ...columnValues(changedValues), ...(resource.timestamps ? { updated_at: Math.max(Date.now(), Number(row.updated_at)) } : {}) };
-          const then = await hooks.beforeUpdate?.(trx, row, set, request);
-          if (then) afterCommit.push(then);
+          await beforeWrite('beforeUpdate', () => hookContext(request, trx, later, { record: hookCalls.record(before), row, columns: set }), changedValues, id);
           const updated = Object.keys(set).length
             ? ((await trx.updateTable(table).set(set).where('id', '=', id).returningAll().executeTakeFirstOrThrow()) as Row)
             : row;
@@ -289,11 +344,12 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
           await checkRule(trx, 'update', request, id);
           const representation = await representOne(updated, trx, false, request.user);
           const changes: Record<string, { from: unknown }> = {};
-          for (const [name] of changed) if (!resource.fields[name]!.writeOnly) changes[name] = { from: before[name] };
+          for (const name of Object.keys(changedValues)) if (!resource.fields[name]!.writeOnly) changes[name] = { from: before[name] };
           await notify(trx, { resource, action: 'updated', record: representation, changes, actor: user });
+          await runHook('afterUpdate', request, trx, later, representation, updated);
           return { record: representation, row: updated };
         }, request.unit);
-        for (const then of afterCommit) afterCommitOf(request, then);
+        for (const then of later) afterCommitOf(request, then);
         return { body: (await shownTo(request, [shownRow], [record]))[0] };
       },
     };
@@ -304,7 +360,7 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
     async handle(request) {
       const id = parseId(request.params[recordParam]);
       const user = request.user ?? ANONYMOUS;
-      const afterCommit: Array<() => void> = [];
+      const later: Array<() => void> = [];
       await writeTransaction(async (trx, notify) => {
         const row = await loadRow(trx, id, true, request);
         checkObjectPermission(request, row);
@@ -312,20 +368,32 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
         await checkRule(trx, 'delete', request, id);
         const before = await representOne(row, trx, false, request.user);
         assertRecordMatches(request.raw.headers['if-match'], (await shownTo(request, [row], [before], trx))[0]!);
-        const then = await hooks.beforeDelete?.(trx, row, request);
-        if (then) afterCommit.push(then);
+        await runHook('beforeDelete', request, trx, later, before, row);
+        // Records a cascade or setNull reaches raise their events but run no hooks (set-based, issue 22).
         await deleteRecord(trx, row, before, notify, user);
+        await runHook('afterDelete', request, trx, later, before, row);
       }, request.unit);
-      for (const then of afterCommit) afterCommitOf(request, then);
+      for (const then of later) afterCommitOf(request, then);
       return { status: 204 };
     },
   };
 
   // An API key's scopes name the collection; a nested one's (deliveries) are its parent's (ACCESS.md §5).
   const keyAccess: KeyAccess = { collection: nestedUnder?.collection ?? resource.name, most: resource.keyLimit };
+  // A declaration's own actions, offered on the page of its collection or of each record.
+  const pageActions = (onRecord: boolean): ViewAction[] =>
+    resource.declaredActions
+      .filter((action) => action.detail === onRecord)
+      .map((action) => ({
+        label: action.name.charAt(0).toUpperCase() + action.name.slice(1).replace(/_/g, ' '),
+        path: `${action.name}/`,
+        method: action.method,
+        fields: Object.fromEntries(Object.entries(action.input).map(([name, field]) => [name, describeField(name, field)])),
+      }));
   const collection: View = {
     name: `${resource.label} List`,
     description: resource.description,
+    extraActions: pageActions(false),
     keyAccess,
     path: collectionPath,
     actions: { ...(has('list') ? { GET: list } : {}), ...(has('create') ? { POST: create } : {}) },
@@ -344,6 +412,7 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
   const detail: View = {
     name: `${resource.label} Instance`,
     description: resource.recordDescription,
+    extraActions: pageActions(true),
     keyAccess,
     path: recordRouteOf(resource),
     actions: {
@@ -380,13 +449,28 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
     };
   }
   const actionContext = actionContextOf();
-  const extraViews: View[] = resource.extraActions.map((extra) => ({
+  const declared = declaredExtraActions(resource, {
+    db,
+    context,
+    log,
+    targets: viewSets,
+    loadRow,
+    checkObjectPermission,
+    represent,
+    writeTransaction: (work, unit) => writeTransaction((trx) => work(trx), unit),
+  });
+  const extraViews: View[] = [...resource.extraActions, ...declared].map((extra) => ({
     name: extra.name,
     description: extra.description,
     ...(extra.everyKey ? {} : { keyAccess }),
     path: `${extra.detail ? detail.path : collectionPath}${extra.path}`,
     // A GET answers with a record, rendered as the collection's are (`users/me/`).
-    ...(extra.method === 'GET' ? { mediaTypes: RECORD_MEDIA_TYPES, columns: collection.columns } : { mediaTypes: [JSON_TYPE] }),
+    ...(extra.mediaTypes
+      ? { mediaTypes: extra.mediaTypes }
+      : extra.method === 'GET'
+        ? { mediaTypes: RECORD_MEDIA_TYPES, columns: collection.columns }
+        : { mediaTypes: [JSON_TYPE] }),
+    ...(extra.metadata ? { metadata: extra.metadata } : {}),
     actions: {
       [extra.method ?? 'POST']: {
         permission: extra.permission ?? resource.permission,
@@ -396,7 +480,23 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
     },
   }));
 
-  const self = { resource, db, collection, detail, views: [collection, detail, ...extraViews], filters: [...filters.values()], represent, representOne, recordsShownTo, loadRow, deleteRecord, deleteBatch, clearReferences };
+  const self = {
+    resource,
+    db,
+    collection,
+    detail,
+    views: [collection, detail, ...extraViews],
+    filters: [...filters.values()],
+    represent,
+    representOne,
+    recordsShownTo,
+    loadRow,
+    deleteRecord,
+    deleteBatch,
+    clearReferences,
+    // What `ctx.collection` writes through, whichever of them the collection offers over HTTP.
+    writes: { create, update: updateAction(true), destroy },
+  };
   return self;
 }
 

@@ -8,10 +8,11 @@ import type { User } from '../../http/caller.js';
 import { ValidationError, type FieldErrors } from '../../http/errors.js';
 import { MESSAGES } from '../../http/messages.js';
 import { isFormData, type RequestData } from '../../http/parsers.js';
-import { parseField, type ParseContext } from '../fields/field.js';
+import { parseField, ValidatorFailed, type FieldResult, type ParseContext } from '../fields/field.js';
 import { readReference } from '../fields/relations.js';
 import { missingReferences, type CollectionLookup } from '../relations.js';
 import type { Resource } from '../resource.js';
+import { UserCodeFailed } from '../user-code.js';
 
 /** A collection's input checks; `context` is PUBLIC_URL and the collections, for reading references. */
 export function buildInputChecks(resource: Resource, context: ParseContext, lookup: CollectionLookup) {
@@ -21,17 +22,27 @@ export function buildInputChecks(resource: Resource, context: ParseContext, look
   const manyFields = fieldEntries.filter(([, field]) => field.type === 'references');
   const label = resource.label.toLowerCase();
 
-  /** Checks a body's fields by their declarations; every failing field is reported at once. */
-  function readInput(data: RequestData, partial: boolean): { values: Record<string, unknown>; errors: FieldErrors } {
+  /**
+   * Checks a body's fields by their declarations; every failing field is reported at once. The
+   * declaration's own code (`trusted`) may write read-only fields too (LOGIC.md §3).
+   */
+  function readInput(data: RequestData, partial: boolean, trusted = false): { values: Record<string, unknown>; errors: FieldErrors } {
     const values: Record<string, unknown> = {};
     const errors: FieldErrors = {};
     const parseContext = isFormData(data) ? { ...context, form: true } : context;
-    for (const [name, field] of writable) {
+    for (const [name, field] of trusted ? fieldEntries : writable) {
+      if (trusted && field.readOnly && !Object.hasOwn(data, name)) continue;
       if (!Object.prototype.hasOwnProperty.call(data, name)) {
         if (!partial && field.required) errors[name] = [MESSAGES.required];
         continue;
       }
-      const result = parseField(field, data[name], parseContext);
+      let result: FieldResult;
+      try {
+        result = parseField(field, data[name], parseContext);
+      } catch (error) {
+        // A declared validator threw (LOGIC.md §1): a 500 whose log names the collection and field.
+        throw error instanceof ValidatorFailed ? new UserCodeFailed(resource.name, `validators of field "${name}"`, error.cause) : error;
+      }
       if (result.ok) values[name] = result.value;
       else errors[name] = result.errors;
     }

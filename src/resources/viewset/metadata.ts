@@ -9,7 +9,11 @@ import type { Resource } from '../resource.js';
 
 const readOnly = (type: string, labelText: string) => ({ type, required: false, read_only: true, label: labelText });
 
-const describeField = (name: string, field: Field, readOnlyForCaller: boolean) => ({
+/**
+ * One field as OPTIONS describes it (DRF's SimpleMetadata `get_field_info`); read-only for a
+ * caller whose write rule fails (ACCESS.md §3).
+ */
+export const describeField = (name: string, field: Field, readOnlyForCaller = false) => ({
   type: field.metadata().type,
   required: field.required && !readOnlyForCaller,
   read_only: field.readOnly || readOnlyForCaller,
@@ -26,7 +30,7 @@ const describeField = (name: string, field: Field, readOnlyForCaller: boolean) =
  * whose write rule their sign-in and roles fail as read-only (ACCESS.md §3).
  */
 export function metadataOf(resource: Resource, method: 'POST' | 'PUT') {
-  const has = (action: Resource['actions'][number]) => resource.actions.includes(action);
+  const has = (action: Resource['operations'][number]) => resource.operations.includes(action);
   const fieldEntries = Object.entries(resource.fields);
   const shown = method === 'PUT' || !has('create') ? 'PUT' : 'POST';
   // A caller (null: anonymous) sees an action only when their sign-in and roles could allow it.
@@ -41,6 +45,7 @@ export function metadataOf(resource: Resource, method: 'POST' | 'PUT') {
                 ['url', readOnly('field', 'Url')],
                 ['id', readOnly('integer', 'ID')],
                 ...fieldEntries.map(([name, field]) => [name, describeField(name, field, unwritable.get(name) === false)]),
+                ...Object.entries(resource.computed).map(([name, field]) => [name, describeField(name, field)]),
                 ...(resource.owner ? [['owner', readOnly('field', 'Owner')]] : []),
                 ...Object.keys(resource.related).map((name) => [name, readOnly('field', name.charAt(0).toUpperCase() + name.slice(1))]),
                 ...(resource.timestamps ? [['created_at', readOnly('datetime', 'Created at')], ['updated_at', readOnly('datetime', 'Updated at')]] : []),

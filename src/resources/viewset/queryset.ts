@@ -6,6 +6,7 @@
 
 import type { Storage } from '../../db/database.js';
 import type { Condition, DynamicDb, Row } from '../../db/dynamic-tables.js';
+import type { User } from '../../http/caller.js';
 import { InvalidQuery, NotFound } from '../../http/errors.js';
 import { MESSAGES } from '../../http/messages.js';
 import type { CursorCodec, PageRequest } from '../../http/pagination.js';
@@ -19,6 +20,21 @@ import { compileRule, readCondition } from '../access/compile.js';
 import { fieldReadGuard, fieldsAreShared, selectFieldReads } from '../access/field-rules.js';
 import type { RuleAction } from '../access/rules.js';
 import { collectionPathOf, type Resource } from '../resource.js';
+
+/**
+ * Requests a declaration's own code makes (`ctx.collection`): hooks and actions are trusted code,
+ * so access rules, scopes and object permissions do not apply to them (LOGIC.md §3).
+ */
+export const trustedRequests = new WeakSet<ApiRequest>();
+
+// Who reads for trusted code: an admin passes every rule (ACCESS.md §1), so references to any
+// record are accepted and reverse lists show every record.
+export const TRUSTED_READER: User = { id: 0, username: 'restwire', passwordChangedAt: 0, roles: ['admin'] };
+
+/** Whose read rules judge what `request` reads (references written, reverse lists): its caller's, or none for trusted code. */
+export function viewerOf(request: ApiRequest): User | null {
+  return trustedRequests.has(request) ? TRUSTED_READER : request.user;
+}
 
 /** What NULL sorts as in a nullable field's ordering: below every value the field can hold. */
 function nullsAs(field: Field): string | number | undefined {
@@ -73,7 +89,8 @@ export function buildQueryset(resource: Resource, options: QuerysetOptions) {
    * the caller's read rule (a record they may not read is a 404), with the verdicts of its
    * field read rules for that caller.
    */
-  async function loadRow(executor: DynamicDb, id: number, lock: boolean, request?: ApiRequest): Promise<Row> {
+  async function loadRow(executor: DynamicDb, id: number, lock: boolean, from?: ApiRequest): Promise<Row> {
+    const request = from && !trustedRequests.has(from) ? from : undefined;
     const scope = request && hooks.scope ? await hooks.scope(request) : null;
     const readable = request ? readCondition(resource.access, request.user) : null;
     if (executor === db && !lock && !scope && !readable && (fieldsShared || !request)) {
@@ -113,7 +130,7 @@ export function buildQueryset(resource: Resource, options: QuerysetOptions) {
    * rules there is no object permission: `checkRule` judges the record.
    */
   function checkObjectPermission(request: ApiRequest, row: Row): void {
-    if (resource.access) return;
+    if (resource.access || trustedRequests.has(request)) return;
     const ownerId = resource.owner ? Number(row.owner_id) : null;
     if (!resource.permission.hasObjectPermission({ method: request.method, user: request.user }, { ownerId })) {
       throw permissionDenied(request.identity);
@@ -125,7 +142,7 @@ export function buildQueryset(resource: Resource, options: QuerysetOptions) {
    * `id` as `executor` (the write's transaction) sees it now; a 403 never names the rule.
    */
   async function checkRule(executor: DynamicDb, action: RuleAction, request: ApiRequest, id: number): Promise<void> {
-    if (!resource.access) return;
+    if (!resource.access || trustedRequests.has(request)) return;
     const verdict = compileRule(resource.access[action], request.user);
     if (verdict === true) return;
     const holds = verdict !== false && (await executor.selectFrom(table).select('id').where('id', '=', id).where(verdict).executeTakeFirst()) !== undefined;

@@ -8,6 +8,8 @@ import type { User } from '../../http/caller.js';
 import { recordPath } from '../../http/paths.js';
 import { loadReferenceLists, loadRelatedLists, type CollectionLookup } from '../relations.js';
 import type { Resource } from '../resource.js';
+import { withReferenceIds } from '../record-validation.js';
+import { userCodeError } from '../user-code.js';
 
 // Formatting dates was a tenth of a page's time (issue #6 profile); the same records are read
 // again and again, so their timestamps' text is remembered (a bounded map, reset when full:
@@ -35,6 +37,21 @@ export function buildRepresentation(resource: Resource, db: DynamicDb, lookup: C
   const shownInList = shown.filter(([name]) => !resource.detailOnly.includes(name));
   const manyFields = fieldEntries.filter(([, field]) => field.type === 'references');
   const hasRelations = manyFields.length > 0 || Object.keys(resource.related).length > 0;
+  const computed = Object.entries(resource.computed);
+  const hasReferences = fieldEntries.some(([, field]) => field.type === 'reference');
+
+  /** Sets each computed field of `out` from the record as shown (LOGIC.md §2), references' ids included. */
+  function compute(row: Row, out: Record<string, unknown>): void {
+    const record = hasReferences ? withReferenceIds(resource.fields, row, out) : out;
+    for (const [name, field] of computed) {
+      try {
+        out[name] = field.compute(record);
+      } catch (error) {
+        throw userCodeError(resource.name, `computed field "${name}"`, error);
+      }
+      if (record !== out) record[name] = out[name];
+    }
+  }
 
   /**
    * Representations of rows, with relations loaded in one query per relation for the whole page.
@@ -51,12 +68,15 @@ export function buildRepresentation(resource: Resource, db: DynamicDb, lookup: C
         if (field.type === 'references') out[name] = field.show(lists!.get(name)!.get(row.id) ?? []);
         else out[name] = field.show(row[columnOf(name, field)!]);
       }
+      // In place after the fields (as CSV's columns), computed once the record is complete.
+      for (const [name] of computed) out[name] = null;
       if (resource.owner) out.owner = recordPath('users', Number(row.owner_id));
       if (related) for (const [name, byRecord] of related) out[name] = byRecord.get(row.id) ?? [];
       if (resource.timestamps) {
         out.created_at = toIso(row.created_at);
         out.updated_at = toIso(row.updated_at);
       }
+      if (computed.length) compute(row, out);
       return out;
     });
     if (hooks.represent) await hooks.represent(rows, outs, { detail, executor });
