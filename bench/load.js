@@ -1,7 +1,7 @@
 // One load scenario: a warm-up (discarded, so the JIT and caches settle), then a timed
 // autocannon run against 127.0.0.1 while the server's peak RSS is watched.
 import autocannon from 'autocannon';
-import { mib, processTree, watchPeakRss } from './memory.js';
+import { cpuSeconds, mib, processTree, watchPeakRss } from './memory.js';
 
 /** Runs autocannon and resolves with its result (rejects on a setup error). */
 function cannon(options) {
@@ -12,7 +12,8 @@ function cannon(options) {
  * Measures one request shape against one server.
  * `request`: { path, method?, headers?, body? }; `server`: { url, pid };
  * `load`: { duration, warmup, connections }.
- * Resolves with a row of figures (requests/s, p50/p99 ms, non-2xx, peak RSS MiB).
+ * Resolves with a row of figures (requests/s, p50/p99 ms, non-2xx, peak RSS MiB, and the
+ * server's CPU time per request in µs, user + kernel, where /proc can tell).
  */
 export async function measure(server, request, load) {
   const options = {
@@ -27,7 +28,9 @@ export async function measure(server, request, load) {
   if (request.setupRequest) options.requests = [{ method: options.method, setupRequest: request.setupRequest }];
   if (load.warmup > 0) await cannon({ ...options, duration: load.warmup });
   // A cluster's workers are the server's children: its memory is theirs and its own together.
-  const memory = watchPeakRss(processTree(server.pid));
+  const tree = processTree(server.pid);
+  const memory = watchPeakRss(tree);
+  const cpuBefore = cpuSeconds(tree);
   let result;
   let peak;
   try {
@@ -36,6 +39,8 @@ export async function measure(server, request, load) {
     const peaks = memory.stop();
     peak = peaks.some((p) => p === null) ? null : peaks.reduce((sum, p) => sum + p, 0);
   }
+  const cpuAfter = cpuSeconds(tree);
+  const cpu = cpuBefore && cpuAfter ? cpuAfter.user + cpuAfter.system - cpuBefore.user - cpuBefore.system : null;
   const codes = Object.fromEntries(Object.entries(result.statusCodeStats).map(([code, { count }]) => [code, count]));
   return {
     requestsPerSecond: Math.round(result.requests.mean),
@@ -48,8 +53,12 @@ export async function measure(server, request, load) {
     timeouts: result.timeouts,
     statusCodes: codes,
     peakRssMiB: mib(peak),
+    cpuSeconds: cpu,
+    cpuUsPerRequest: cpuPerRequest(cpu, result.requests.total),
   };
 }
+
+const cpuPerRequest = (seconds, requests) => (seconds === null || requests === 0 ? null : Math.round((seconds * 1e7) / requests) / 10);
 
 /**
  * Measures several (server, request) pairs in alternating slices (A B C A B C …), so that none
@@ -82,6 +91,8 @@ export async function measureAlternating(pairs, load, rounds = alternatingRounds
       timeouts: add('timeouts'),
       statusCodes,
       peakRssMiB: peaks.some((peak) => peak === null) ? null : Math.max(...peaks),
+      cpuSeconds: parts.some((part) => part.cpuSeconds === null) ? null : add('cpuSeconds'),
+      cpuUsPerRequest: parts.some((part) => part.cpuSeconds === null) ? null : cpuPerRequest(add('cpuSeconds'), add('requests')),
       slices: parts.length,
     };
   });

@@ -78,3 +78,23 @@ export function processTree(pid) {
   }
   return pids;
 }
+
+/**
+ * User and kernel CPU seconds the processes have used so far, added up (Linux /proc/<pid>/stat),
+ * or null where it cannot be read.
+ */
+export function cpuSeconds(pids) {
+  let user = 0;
+  let system = 0;
+  for (const pid of pids) {
+    try {
+      const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+      const ticks = 100; // USER_HZ, 100 on every Linux Node runs on
+      user += Number(fields[11]) / ticks;
+      system += Number(fields[12]) / ticks;
+    } catch {
+      return null;
+    }
+  }
+  return { user, system };
+}

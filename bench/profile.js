@@ -15,6 +15,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import autocannon from 'autocannon';
 import { GET_ONE, GET_PAGE, post } from './http-scenarios.js';
+import { cpuSeconds } from './memory.js';
 import { Processes } from './processes.js';
 import { basicAuth, bearerAuth, freshStore, restwireEnv, seedExperiences, startServe } from './restwire.js';
 
@@ -27,17 +28,6 @@ const SCENARIOS = {
   post: (bearer) => post(bearer),
   basic: () => post(basicAuth),
 };
-
-/** User and kernel CPU seconds a process has used so far (Linux), or null. */
-function cpuSeconds(pid) {
-  try {
-    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-    const ticks = 100; // USER_HZ, 100 on every Linux Node runs on
-    return { user: Number(fields[11]) / ticks, system: Number(fields[12]) / ticks };
-  } catch {
-    return null;
-  }
-}
 
 /** The heaviest functions of a .cpuprofile, by self time and by time including callees. */
 function summarise(file, top) {
@@ -111,9 +101,9 @@ async function main() {
       const { path, ...request } = SCENARIOS[name](values.floor ? null : bearer.authorization ?? basicAuth);
       const options = { url: `${server.url}${path}`, connections: Number(values.connections), ...request };
       await autocannon({ ...options, duration: 2 });
-      const before = cpuSeconds(server.pid);
+      const before = cpuSeconds([server.pid]);
       const result = await autocannon({ ...options, duration: Number(values.duration) });
-      const after = cpuSeconds(server.pid);
+      const after = cpuSeconds([server.pid]);
       const perRequest = (seconds) => ((seconds * 1e6) / result.requests.total).toFixed(1);
       const cpu = before && after
         ? `server CPU ${perRequest(after.user + after.system - before.user - before.system)} µs/request (kernel ${perRequest(after.system - before.system)})`

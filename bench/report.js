@@ -101,6 +101,47 @@ function webhookCells(webhooks) {
   return { header, rows };
 }
 
+/** The feature scenarios (issues #18, #19, #20): every row, with the server's CPU per request. */
+function featureCells(features) {
+  const header = ['Group', 'Scenario', 'req/s', 'CPU µs/request', 'p50 ms', 'p99 ms', 'non-2xx', 'peak RSS MiB', 'note'];
+  const rows = [];
+  for (const group of features.groups) {
+    if (group.skipped) {
+      rows.push([`${group.name} (#${group.issue})`, dash, dash, dash, dash, dash, dash, dash, `skipped: ${group.skipped}`]);
+      continue;
+    }
+    for (const row of group.rows) {
+      const note = row.flagged ? `FLAGGED: ${row.requests} answered, ${row.non2xx} non-2xx, ${row.errors} errors, ${row.timeouts} timeouts` : '';
+      const records = row.records > 1 ? ` (${row.requestsPerSecond * row.records} records/s)` : '';
+      rows.push([`${group.name} (#${group.issue})`, row.name, `${show(row.requestsPerSecond)}${records}`, show(row.cpuUsPerRequest), show(row.p50Ms), show(row.p99Ms), show(row.non2xx), show(row.peakRssMiB), note]);
+    }
+  }
+  return { header, rows };
+}
+
+/** The targets of issues #18, #19 and #20: with the feature, without it, the ratio (or difference), met or not. */
+function featureTargetCells(features) {
+  const header = ['Target', 'with', 'without', 'ratio', 'met?'];
+  const rows = [];
+  for (const group of features.groups) {
+    if (group.skipped) {
+      rows.push([`#${group.issue} (${group.name})`, dash, dash, dash, 'not measured']);
+      continue;
+    }
+    for (const t of group.targets) {
+      const measured = t.measured === null ? dash : t.difference ? `${t.measured >= 0 ? '+' : ''}${t.measured} µs` : ratio(t.measured);
+      const met = t.met === null ? `not judged${t.note ? ` (${t.note})` : ''}` : t.met ? 'met' : 'NOT MET';
+      rows.push([t.label, `${show(t.figure)} ${t.unit}`, `${show(t.reference)} ${t.unit}`, measured, t.sql ? `${met}; ${t.sql}` : met]);
+    }
+  }
+  return { header, rows };
+}
+
+const featuresTitle = (report) =>
+  `Feature scenarios (issues #18, #19, #20; restwire on ${report.features.backend}, one project and fresh store per group, non-admin caller, ` +
+  `${report.load.connections} connections, ${report.load.duration} s per scenario after ${report.load.warmup} s warm-up, with and without the feature in alternating slices; ` +
+  'CPU = the server process\'s user + kernel time over the requests answered)';
+
 /** Columns padded for a terminal. */
 function textTable({ header, rows }) {
   const widths = header.map((title, column) => Math.max(title.length, ...rows.map((row) => String(row[column]).length)));
@@ -126,6 +167,9 @@ export function textReport(report) {
   if (report.webhooks) {
     parts.push(`\nWebhooks (${report.webhooks.hooks} receivers answering 204; an event = one delivery to one webhook${report.webhooks.redis ? '; REDIS_URL set' : ''})`);
     parts.push(textTable(webhookCells(report.webhooks)));
+  }
+  if (report.features) {
+    parts.push(`\n${featuresTitle(report)}`, textTable(featureCells(report.features)), '\nTargets (issues #18, #19, #20)', textTable(featureTargetCells(report.features)));
   }
   return parts.join('\n');
 }
@@ -161,6 +205,9 @@ export function markdownReport(report) {
       '',
       markdownTable(webhookCells(w)),
     );
+  }
+  if (report.features) {
+    parts.push('', `- ${featuresTitle(report)}`, '', markdownTable(featureCells(report.features)), '', markdownTable(featureTargetCells(report.features)));
   }
   return `${parts.join('\n')}\n`;
 }

@@ -2,7 +2,7 @@
 // outside the timed load (token, seed records, webhooks), as a client would.
 import { fileURLToPath } from 'node:url';
 
-const BIN = fileURLToPath(new URL('../bin/restwire.js', import.meta.url));
+export const BIN = fileURLToPath(new URL('../bin/restwire.js', import.meta.url));
 
 export const ADMIN = { username: 'bench-admin', password: 'bench-password-1' };
 

@@ -5,6 +5,7 @@
 import { appendFileSync, existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, release, totalmem, type } from 'node:os';
 import { parseArgs } from 'node:util';
+import { FEATURE_GROUPS, runFeatureScenarios } from './feature-scenarios.js';
 import { runHttpScenarios } from './http-scenarios.js';
 import { Processes } from './processes.js';
 import { markdownReport, textReport } from './report.js';
@@ -24,6 +25,9 @@ const USAGE = `usage: npm run bench -- [options]
   --event-rate N     steady deliveries per second (default 500)
   --steady N         seconds of the steady phase (default 10; --quick 2)
   --note TEXT        a remark written with the section in bench/RESULTS.md
+  --only LIST        only these sections, comma-separated: http (the #6/#13 request scenarios),
+                     webhooks, ${FEATURE_GROUPS.join(', ')} (the targets of issues #18, #19, #20;
+                     left out of --quick unless named here)
   --workers N        run the request scenarios on \`restwire serve --workers N\` (node:cluster)
 
   BENCH_DATABASE_URL=postgres://…  run restwire on a fresh database there (and webhooks with 1 and 2 workers)
@@ -60,6 +64,7 @@ function parseOptions(argv) {
       steady: { type: 'string' },
       note: { type: 'string' },
       workers: { type: 'string' },
+      only: { type: 'string' },
       help: { type: 'boolean', default: false },
     },
   });
@@ -75,11 +80,18 @@ function parseOptions(argv) {
   };
   if (values.webhooks && values['no-webhooks']) throw new Error('--webhooks and --no-webhooks exclude each other');
   const quick = values.quick;
+  const sections = ['http', 'webhooks', ...FEATURE_GROUPS];
+  const only = values.only === undefined ? null : values.only.split(',').map((name) => name.trim()).filter(Boolean);
+  for (const name of only ?? []) if (!sections.includes(name)) throw new Error(`--only: unknown section ${name}; one of ${sections.join(', ')}`);
+  if (only && (values.webhooks || values['no-webhooks'])) throw new Error('--only excludes --webhooks and --no-webhooks');
+  const chosen = (name) => (only ? only.includes(name) : true);
   return {
     quick,
     write: !values['no-write'],
-    http: !values.webhooks,
-    webhooks: !values['no-webhooks'],
+    http: chosen('http') && !values.webhooks,
+    webhooks: chosen('webhooks') && !values['no-webhooks'],
+    // The feature groups start a server each: a full run has them, --quick (CI) only when named.
+    features: FEATURE_GROUPS.filter((name) => (only ? only.includes(name) : !quick && !values.webhooks)),
     note: values.note ?? null,
     load: {
       duration: number('duration', quick ? 1 : 10, 1),
@@ -154,6 +166,7 @@ async function main() {
     load: options.load,
     http: null,
     webhooks: null,
+    features: null,
   };
   try {
     if (options.http) {
@@ -163,6 +176,10 @@ async function main() {
     if (options.webhooks) {
       log('webhook throughput');
       report.webhooks = await runWebhookThroughput(processes, options, log);
+    }
+    if (options.features.length) {
+      log(`feature scenarios: ${options.features.join(', ')}`);
+      report.features = await runFeatureScenarios(processes, options, options.features, log);
     }
   } finally {
     await processes.cleanUp();
