@@ -11,7 +11,8 @@ import { ADMIN, createTestDatabase, startServer, type RunningServer, type TestDa
 /**
  * Issue 10 item 7, tried as a user of third-party tools would: a client generated from the
  * served document with openapi-typescript + openapi-fetch compiles the README's walk-through
- * with no casts and no type arguments (besides `createClient<paths>`), runs it against the
+ * with no casts and no type arguments (besides `createClient<paths, JsonMedia>`: list and record
+ * GETs also document their `text/event-stream`, so a client says it reads JSON), runs it against the
  * server, and a validating proxy (Prism, `--errors`) in front of the server sees no violation
  * over that walk-through and its error cases.
  */
@@ -40,15 +41,18 @@ async function freePort(): Promise<number> {
 /**
  * The README's walk-through (tokens, experiences, users/me, webhooks, deliveries) and its error
  * cases, written as a user would with the generated `paths`: no `as`, no type arguments but
- * `createClient<paths>`. It prints one JSON line of results for the test to check.
+ * `createClient<paths, JsonMedia>`. It prints one JSON line of results for the test to check.
  */
 const WALK_THROUGH = `import createClient from 'openapi-fetch';
 import type { paths } from './schema.js';
 
+// JSON bodies and problem+json errors; list and record GETs also document their event stream.
+type JsonMedia = \`\${string}/\${string}json\`;
+
 const baseUrl = process.env.BASE_URL ?? '';
 const username = process.env.USERNAME ?? '';
 const password = process.env.PASSWORD ?? '';
-const anonymous = createClient<paths>({ baseUrl });
+const anonymous = createClient<paths, JsonMedia>({ baseUrl });
 
 function fail(step: string, status: number): never {
   throw new Error(step + ' answered ' + status);
@@ -59,7 +63,7 @@ const token = await anonymous.POST('/api/v1/auth/token/', { body: { username, pa
 if (!token.data) fail('token', token.response.status);
 const refreshToken: string = token.data.refresh_token;
 const tokenType: 'Bearer' = token.data.token_type;
-const client = createClient<paths>({ baseUrl, headers: { Authorization: tokenType + ' ' + token.data.access_token } });
+const client = createClient<paths, JsonMedia>({ baseUrl, headers: { Authorization: tokenType + ' ' + token.data.access_token } });
 
 // Who am I?
 const me = await client.GET('/api/v1/users/me/');
@@ -99,7 +103,7 @@ const invalid = await client.POST('/api/v1/experiences/', { body: { title: '   '
 const invalidTitle: string[] | undefined = invalid.error?.errors?.title;
 const missing = await client.GET('/api/v1/experiences/{id}/', { params: { path: { id: 999999 } } });
 const missingType: string | undefined = missing.error?.type;
-const forged = createClient<paths>({ baseUrl, headers: { Authorization: 'Bearer not-a-token' } });
+const forged = createClient<paths, JsonMedia>({ baseUrl, headers: { Authorization: 'Bearer not-a-token' } });
 const unauthorized = await forged.POST('/api/v1/experiences/', { body: { title: 'No', q_like_dislike: 'like' } });
 const badToken = await anonymous.POST('/api/v1/auth/token/', { body: { username, password: 'wrong-password' } });
 
@@ -191,7 +195,7 @@ describe('a client generated from the OpenAPI document (openapi-typescript + ope
     if (dir) rmSync(dir, { recursive: true, force: true });
   });
 
-  it('writes the walk-through with no casts and no type arguments but createClient<paths>', () => {
+  it('writes the walk-through with no casts and no type arguments but createClient<paths, JsonMedia>', () => {
     expect(WALK_THROUGH).not.toMatch(/\bas\s+(?!const\b)[A-Za-z{[(]/);
     expect(WALK_THROUGH.match(/<[A-Za-z]+/g)).toEqual(['<paths', '<paths', '<paths']);
   });
