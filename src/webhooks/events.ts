@@ -1,5 +1,6 @@
 import type { Storage } from '../db/database.js';
 import type { User } from '../http/caller.js';
+import { withoutFields } from '../resources/access/field-rules.js';
 import type { Change, Resource } from '../resources/resource.js';
 
 /**
@@ -92,6 +93,8 @@ export class ChangeBodies {
     private readonly event: string,
     private readonly change: Change,
     private readonly payload: Record<string, unknown>,
+    /** The fields the record hides from each owner (by id; an owner shown all is absent); null without field read rules. */
+    private readonly hidden: ReadonlyMap<number, ReadonlySet<string>> | null = null,
   ) {}
 
   /**
@@ -117,12 +120,20 @@ export class ChangeBodies {
    * What the owner is shown of the record (its fields and `changes`), and a `shape` naming it:
    * owners shown the same share one body. The one place a webhook body meets its owner, so
    * field rules (ACCESS.md §3, last point of §4) apply here, with the owner as the caller (the
-   * payload without the fields the record hides from them, `shape` naming those); today every
-   * owner is shown the whole record.
+   * payload without the fields the record hides from them, `shape` naming those).
    */
   private shownTo(owner: User | null): { payload: Record<string, unknown>; shape: string } {
-    void owner;
-    return { payload: this.payload, shape: 'whole' };
+    const hidden = owner ? this.hidden?.get(owner.id) : undefined;
+    if (!hidden || hidden.size === 0) return { payload: this.payload, shape: 'whole' };
+    const { [this.event]: subject, changes, ...rest } = this.payload;
+    const payload: Record<string, unknown> = { action: rest.action, [this.event]: withoutFields(subject as Record<string, unknown>, hidden) };
+    if (changes !== undefined) {
+      const shown = withoutFields(changes as Record<string, unknown>, hidden);
+      // An update that changed only hidden fields has nothing left to show in `changes`.
+      if (Object.keys(shown).length > 0) payload.changes = shown;
+    }
+    Object.assign(payload, rest);
+    return { payload, shape: `without:${[...hidden].sort().join(',')}` };
   }
 
   /** A record that left the owner's sight: which one it was, nothing of its fields, no `changes`. */

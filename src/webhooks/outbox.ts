@@ -5,6 +5,7 @@ import type { Storage } from '../db/database.js';
 import type { Database } from '../db/schema.js';
 import type { DynamicDb } from '../db/dynamic-tables.js';
 import type { User } from '../http/caller.js';
+import { fieldsAreShared, hiddenFieldsOf } from '../resources/access/field-rules.js';
 import type { QueryFilter } from '../resources/filters.js';
 import type { Change, ChangeListener, PendingChange } from '../resources/resource.js';
 import { ChangeBodies, eventPayload, type Actor, type FilterVerdict, type Sight } from './events.js';
@@ -120,6 +121,8 @@ interface Before {
   readonly owners: Owners | null;
   /** Those of `owners` who may read the record. */
   readonly readers: ReadonlySet<number>;
+  /** The fields the record hides from each owner before the change (a delete's bodies are judged so); null without field read rules. */
+  readonly hidden: ReadonlyMap<number, ReadonlySet<string>> | null;
 }
 
 /**
@@ -151,13 +154,15 @@ export function outboxListener({ storage, publicUrl, wake, repositoryIds, filter
     if (!event) return;
     const subscribed = (await webhooks(trx)).filter((webhook) => subscribes(webhook.events, event));
     if (subscribed.length === 0) return;
-    const filtered = subscribed.filter((webhook) => webhook.filter !== null);
-    const verdicts = filtered.length ? await filters.verdicts(trx, resource, event, id, filtered) : new Map<number, boolean>();
     const owners = await access.owners(trx, resource, subscribed.map((webhook) => webhook.owner_id));
+    const filtered = subscribed.filter((webhook) => webhook.filter !== null).map((webhook) => withOwner(webhook, owners));
+    const verdicts = filtered.length ? await filters.verdicts(trx, resource, event, id, filtered) : new Map<number, boolean>();
     const readers = owners ? await access.readers(trx, resource, id, owners) : new Set<number>();
+    // Judged before an update too: which action comes is not known here, and a delete's bodies need it.
+    const hidden = owners && !fieldsAreShared(resource) ? await hiddenFieldsOf(resource, [...owners.values()], trx as unknown as DynamicDb, id) : null;
     let byRecord = beforeOf.get(trx);
     if (!byRecord) beforeOf.set(trx, (byRecord = new Map()));
-    byRecord.set(recordKey(resource.name, id), { filters: verdicts, owners, readers });
+    byRecord.set(recordKey(resource.name, id), { filters: verdicts, owners, readers, hidden });
   }
 
   /**
@@ -165,9 +170,7 @@ export function outboxListener({ storage, publicUrl, wake, repositoryIds, filter
    * transaction; null for a collection read by `*` (ACCESS.md §7: it costs nothing). An update
    * judges after the change with the roles read before it, in the same transaction.
    */
-  async function sightOf(trx: Executor, change: Change, id: number, before: Before | undefined, matching: readonly ActiveWebhook[]): Promise<Map<number, OwnerSight> | null> {
-    const owners =
-      before?.owners !== undefined && change.action !== 'created' ? before.owners : await access.owners(trx, change.resource, matching.map((webhook) => webhook.owner_id));
+  async function sightOf(trx: Executor, change: Change, id: number, before: Before | undefined, owners: Owners | null): Promise<Map<number, OwnerSight> | null> {
     if (owners === null) return null;
     // Without a before (never for the viewset's updates and deletes): not readable before, the safe side.
     const readersBefore = before?.readers ?? new Set<number>();
@@ -185,17 +188,28 @@ export function outboxListener({ storage, publicUrl, wake, repositoryIds, filter
     const key = recordKey(change.resource.name, id);
     const before = beforeOf.get(trx)?.get(key);
     beforeOf.get(trx)?.delete(key);
-    const sights = await sightOf(trx, change, id, before, matching);
+    const readers =
+      before?.owners !== undefined && change.action !== 'created' ? before.owners : await access.owners(trx, change.resource, matching.map((webhook) => webhook.owner_id));
+    const sights = await sightOf(trx, change, id, before, readers);
     const payload = eventPayload(event, change, { publicUrl, owner: await ownerOf(trx, change, owners), repositoryId: repositoryIds.get(change.resource.name) ?? 0 });
-    const after = change.action === 'deleted' ? new Map<number, boolean>() : await filters.verdicts(trx, change.resource, event, id, matching);
-    const bodies = new ChangeBodies(event, change, payload);
+    const after =
+      change.action === 'deleted' ? new Map<number, boolean>() : await filters.verdicts(trx, change.resource, event, id, matching.map((webhook) => withOwner(webhook, readers)));
+    // Field rules judge each owner's body (ACCESS.md §3, §4): a delete before it, others after it.
+    const hidden =
+      readers === null || fieldsAreShared(change.resource)
+        ? null
+        : change.action === 'deleted' && before?.hidden
+          ? before.hidden
+          : // (a delete without a before: the record is gone, so it hides every restricted field)
+            await hiddenFieldsOf(change.resource, [...readers.values()], trx as unknown as DynamicDb, id);
+    const bodies = new ChangeBodies(event, change, payload, hidden);
     const events: NewEvent[] = [];
     for (const webhook of matching) {
       const owner = sights?.get(webhook.owner_id);
       const sight = sights === null ? IN_SIGHT : (owner ?? OUT_OF_SIGHT);
       if (!hears(change.action, sight)) continue;
       let verdict: FilterVerdict | null = null;
-      if (webhook.filter !== null && filters.conditions(webhook, event, change.resource) !== null) {
+      if (webhook.filter !== null && filters.conditions(withOwner(webhook, readers), event, change.resource) !== null) {
         // What the owner may not read matches nothing: a filter never tells of a record out of sight.
         verdict = {
           matched_before: change.action !== 'created' && sight.before && (before?.filters.get(webhook.id) ?? false),
@@ -226,6 +240,11 @@ export function outboxListener({ storage, publicUrl, wake, repositoryIds, filter
     return events.length ? wake : undefined;
   }
   return Object.assign(writeEventDeliveries, { beforeChange: rememberBefore, changes: writeBatchDeliveries });
+}
+
+/** A webhook with its owner as the rules see them, for its filter (null when nobody's reads are judged). */
+function withOwner(webhook: ActiveWebhook, owners: Owners | null): ActiveWebhook & { owner: User | null } {
+  return { ...webhook, owner: owners?.get(webhook.owner_id) ?? null };
 }
 
 /** Whether a webhook whose owner sees the record so hears of the change (ACCESS.md §4). */

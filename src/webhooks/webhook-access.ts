@@ -11,6 +11,7 @@ import type { Database } from '../db/schema.js';
 import type { User } from '../http/caller.js';
 import { storedRoles } from '../auth/roles.js';
 import { compileRule, readsAreShared } from '../resources/access/compile.js';
+import { fieldsAreShared } from '../resources/access/field-rules.js';
 import type { Resource } from '../resources/resource.js';
 import { isTrue, withId } from './webhook-filters.js';
 
@@ -39,11 +40,12 @@ export class WebhookAccess {
   /**
    * The owners with their roles, read in the change's transaction (not the per-process role
    * cache: a role granted in an earlier transaction counts at once); null when the collection's
-   * read rule is `*`, so every owner reads every record and nothing is asked.
+   * read rule is `*` and no field has a read rule, so every owner reads all of every record and
+   * nothing is asked (ACCESS.md §3, §4: field rules judge bodies with the owner as the caller).
    */
   async owners(trx: Executor, resource: Resource, ownerIds: Iterable<number>): Promise<Owners | null> {
     let shared = this.shared.get(resource);
-    if (shared === undefined) this.shared.set(resource, (shared = readsAreShared(resource.access)));
+    if (shared === undefined) this.shared.set(resource, (shared = readsAreShared(resource.access) && fieldsAreShared(resource)));
     if (shared) return null;
     const ids = [...new Set(ownerIds)];
     const owners = new Map<number, User>();
@@ -58,6 +60,8 @@ export class WebhookAccess {
   /** The ids of the owners who may read record `id` of `resource` now (ACCESS.md §2 `read`). */
   async readers(trx: Executor, resource: Resource, id: number, owners: Owners): Promise<Set<number>> {
     const readers = new Set<number>();
+    // Owners read for field rules alone: the record's rule is `*`.
+    if (readsAreShared(resource.access)) return new Set(owners.keys());
     const conditional: { user: User; condition: Condition }[] = [];
     for (const user of owners.values()) {
       const verdict = compileRule(resource.access!.read, user);

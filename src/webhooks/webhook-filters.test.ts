@@ -18,7 +18,7 @@ import { WebhookFilters } from './webhook-filters.js';
 // A test file under src/ cannot import test/support (tsconfig's rootDir), so this is its small equivalent.
 const BACKENDS: Array<'sqlite' | 'postgres'> = process.env.TEST_DATABASE_URL ? ['sqlite', 'postgres'] : ['sqlite'];
 
-const NOTES = { name: 'notes', table: 'notes' } as Resource;
+const NOTES = { name: 'notes', table: 'notes', fieldAccess: {} } as unknown as Resource;
 
 const FILTERS: QueryFilter[] = [
   { param: 'title', description: '', schema: {}, read: (value) => ({ condition: (eb) => eb('title', '=', value) }) },

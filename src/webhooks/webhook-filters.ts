@@ -6,6 +6,8 @@
 import { CompiledQuery, sql, type Kysely, type SqlBool, type Transaction } from 'kysely';
 import type { Condition, DynamicDb } from '../db/dynamic-tables.js';
 import type { Database } from '../db/schema.js';
+import type { User } from '../http/caller.js';
+import { fieldReadGuard, fieldsAreShared } from '../resources/access/field-rules.js';
 import { readFilterParams, type QueryFilter } from '../resources/filters.js';
 import type { Resource } from '../resources/resource.js';
 
@@ -15,6 +17,8 @@ type Executor = Transaction<Database> | Kysely<Database>;
 export interface FilteredWebhook {
   readonly id: number;
   readonly filter: string | null;
+  /** Its owner, with roles as read in the change's transaction: a term on a field they may not read matches nothing of it (ACCESS.md §4). */
+  readonly owner?: User | null;
 }
 
 /**
@@ -59,12 +63,17 @@ export class WebhookFilters {
     }
     const query = known.queries[event];
     if (query === undefined) return null;
-    let conditions = known.byEvent.get(event);
+    // With field read rules the owner's guard narrows each term (ACCESS.md §3, as list filters),
+    // so the conditions are kept per owner's roles; else per event alone.
+    const owner = webhook.owner ?? null;
+    const key = fieldsAreShared(resource) ? event : `${event}\n${JSON.stringify([owner?.id ?? null, owner?.roles ?? null])}`;
+    let conditions = known.byEvent.get(key);
     if (conditions === undefined) {
       // The same limits as when it was stored, so a filter stored before them costs no more.
-      const read = readFilterParams(this.collectionFilters(resource.name), new URLSearchParams(query));
+      const guard = fieldsAreShared(resource) ? undefined : fieldReadGuard(resource, owner);
+      const read = readFilterParams(this.collectionFilters(resource.name), new URLSearchParams(query), guard);
       conditions = Object.keys(read.errors).length ? MATCHES_NOTHING : read.conditions;
-      known.byEvent.set(event, conditions);
+      known.byEvent.set(key, conditions);
     }
     return conditions;
   }

@@ -143,3 +143,39 @@ export async function unwritableFields(resource: Resource, user: User | null, ex
   }
   return names;
 }
+
+/** Owners judged per query: keeps a query's columns and parameters far below both databases' limits. */
+const USERS_PER_QUERY = 50;
+
+/**
+ * Which restricted fields record `id` hides from each of `users`, as `executor` sees it now
+ * (user id → the field names; one who is shown every field is left out): the webhook outbox asks
+ * this of a change for all of its webhooks' owners (ACCESS.md §4), so the fields a condition
+ * decides are judged in one query for all of them (per 50 owners), never one per owner.
+ */
+export async function hiddenFieldsOf(resource: Resource, users: readonly User[], executor: DynamicDb, id: number): Promise<Map<number, ReadonlySet<string>>> {
+  const hidden = new Map<number, ReadonlySet<string>>();
+  const judged: { user: User; never: string[]; conditions: [string, Condition][] }[] = [];
+  for (const user of users) {
+    const verdicts = [...fieldVerdicts(resource, 'read', user)];
+    if (verdicts.length === 0) continue;
+    const never = verdicts.filter(([, verdict]) => verdict === false).map(([name]) => name);
+    const conditions = verdicts.flatMap(([name, verdict]) => (typeof verdict === 'function' ? [[name, verdict] as [string, Condition]] : []));
+    if (conditions.length === 0) hidden.set(user.id, new Set(never));
+    else judged.push({ user, never, conditions });
+  }
+  for (let start = 0; start < judged.length; start += USERS_PER_QUERY) {
+    const chunk = judged.slice(start, start + USERS_PER_QUERY);
+    let query = executor.selectFrom(resource.table).select('id').where('id', '=', id);
+    chunk.forEach(({ conditions }, index) => {
+      for (const [column, [, condition]] of conditions.entries()) query = query.select((eb) => eb.case().when(condition(eb)).then(1).else(0).end().as(`u${index}_${column}`));
+    });
+    // No row: the record is gone; it hides every restricted field.
+    const row = (await query.executeTakeFirst()) as Row | undefined;
+    chunk.forEach(({ user, never, conditions }, index) => {
+      const names = [...never, ...conditions.filter((_, column) => Number(row?.[`u${index}_${column}`]) !== 1).map(([name]) => name)];
+      if (names.length > 0) hidden.set(user.id, new Set(names));
+    });
+  }
+  return hidden;
+}
