@@ -199,6 +199,7 @@ export async function buildApp(config: Config, storage: Storage, options: AppOpt
     viewSets,
     log: server.log,
     live,
+    roles: auth.roles,
   };
   for (const resource of collections) viewSets.set(resource.name, buildViewSet(resource, viewSetOptions));
   for (const resource of registry.collections) if (resource.event) eventFilters.set(resource.event, filtersOf(resource.name));

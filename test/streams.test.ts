@@ -33,6 +33,16 @@ export default defineResource({
 });
 `;
 
+// Read by its owner and by staff (STREAMS.md §2: with the reader's roles at the time of the change).
+const MEMOS = `import { defineResource, field } from 'restwire';
+export default defineResource({
+  name: 'memos',
+  fields: { body: field.string({ maxLength: 200 }) },
+  owner: true,
+  access: { read: ['owner=@me', '@role=staff'], create: '@authenticated', update: 'owner=@me', delete: 'owner=@me' },
+});
+`;
+
 const alice = basic('alice', 'alice-password-1');
 const bob = basic('bob', 'bob-password-1');
 
@@ -68,7 +78,7 @@ describe.each(BACKENDS)('live changes on %s', (backend) => {
 
   beforeAll(async () => {
     database = await createTestDatabase(backend);
-    project = createProject(database, { 'notes.ts': NOTES, 'pages.ts': PAGES });
+    project = createProject(database, { 'notes.ts': NOTES, 'pages.ts': PAGES, 'memos.ts': MEMOS });
     await runOk(project, ['makemigrations']);
     await runOk(project, ['migrate']);
     server = await project.start({ env: { STREAM_MAX_PER_USER: '3' } });
@@ -159,6 +169,47 @@ describe.each(BACKENDS)('live changes on %s', (backend) => {
     expect(seenByAlice.map((m) => m.json().record.id)).toEqual([hidden.id, shown.id, shown.id, sentinel.id]);
     expect(seenByAlice[2]!.json()).toMatchObject({ changes: { visibility: { from: 'public' } } });
     expect('matched_after' in seenByAlice[2]!.json()).toBe(false);
+  });
+
+  it("judges each change with the reader's roles at the time: a role taken away or granted reaches an open stream", async () => {
+    const { adminAuth } = await import('./support/server.js');
+    await createUser(database, 'dave', 'dave-password-1');
+    const dave = basic('dave', 'dave-password-1');
+    const users = await send('GET', '/api/v1/users/?limit=100', adminAuth);
+    const daveId = users.body!.results.find((user: Json) => user.username === 'dave').id as number;
+    const setRoles = async (roles: string[]) => {
+      const changed = await send('PATCH', `/api/v1/users/${daveId}/`, adminAuth, { roles });
+      expect(changed.status, changed.text).toBe(200);
+      expect(changed.body!.roles).toEqual(roles);
+    };
+    const memo = async (auth: string, body: string) => {
+      const created = await send('POST', '/api/v1/memos/', auth, { body });
+      expect(created.status, created.text).toBe(201);
+      return created.body!;
+    };
+    await setRoles(['staff']);
+    const daves = await stream('/api/v1/memos/', dave);
+    expect(daves.status).toBe(200);
+    const whileStaff = await memo(alice, 'while staff');
+    expect((await daves.waitFor(1)).map((m) => m.json().record.id)).toEqual([whileStaff.id]);
+
+    // No longer staff: alice's next memo is not his to see; his own, after it, is.
+    await setRoles([]);
+    const hidden = await memo(alice, 'after the role was taken');
+    const own = await memo(dave, 'his own');
+    const afterRemoval = await daves.waitFor(2);
+    expect(afterRemoval.map((m) => [m.event, m.json().record.id])).toEqual([
+      ['created', whileStaff.id],
+      ['created', own.id],
+    ]);
+    expect(afterRemoval.some((m) => m.json().record.id === hidden.id)).toBe(false);
+
+    // Staff again: alice's memos reach him again, on the same stream.
+    await setRoles(['staff']);
+    const again = await memo(alice, 'staff again');
+    const afterGrant = await daves.waitFor(3);
+    expect(afterGrant.map((m) => m.json().record.id)).toEqual([whileStaff.id, own.id, again.id]);
+    expect(afterGrant[2]!.json()).toMatchObject({ action: 'created', record: { body: 'staff again' } });
   });
 
   it('streams one record until it is deleted; a missing or unreadable record is a 404', async () => {

@@ -27,17 +27,27 @@ export interface Standing {
   readonly after: { readonly readable: boolean; readonly matched: boolean };
 }
 
+/** How a stream's caller reads, for the roles they have at one time. */
+export interface Reader {
+  /** What the caller may read (scope and read rule); null: every record. */
+  readonly readCheck: Check | null;
+  /** The message for a change the stream concerns itself with, or null for none. */
+  message(change: LoggedChange, standing: Standing): Promise<{ event: string; data: string } | null>;
+}
+
 /** One open stream, as the viewset builds it (resources/viewset/stream.ts). */
 export interface Subscription {
   readonly collection: string;
   /** A record stream's record; null for a list stream. */
   readonly recordId: number | null;
-  /** What the caller may read (scope and read rule); null: every record. */
-  readonly readCheck: Check | null;
   /** The list's filters and search; null: none. */
   readonly filterCheck: Check | null;
-  /** The message for a change the stream concerns itself with, or null for none. */
-  message(change: LoggedChange, standing: Standing): Promise<{ event: string; data: string } | null>;
+  /**
+   * The caller's reader as each change is judged: rules apply with their roles at the time of the
+   * change (STREAMS.md §2), as the process knows them. Cheap: no query unless their roles are due
+   * to be read again.
+   */
+  reader(): Promise<Reader>;
   readonly sink: EventSink;
 }
 
@@ -180,6 +190,7 @@ export class LiveChanges {
   async #message(subscription: Subscription, change: LoggedChange, verdicts: Verdicts) {
     if (subscription.sink.closed) return null;
     if (subscription.recordId !== null && subscription.recordId !== change.recordId) return null;
+    const reader = await subscription.reader();
     const previous = change.action === 'updated' ? (change.previous ?? change.row) : change.row;
     const judge = (check: Check | null, row: Record<string, unknown>, when: string): Promise<boolean> => {
       if (check === null) return Promise.resolve(true);
@@ -189,12 +200,12 @@ export class LiveChanges {
       return verdict;
     };
     const [readableBefore, matchedBefore, readableAfter, matchedAfter] = await Promise.all([
-      change.action === 'created' ? false : judge(subscription.readCheck, previous, 'before'),
+      change.action === 'created' ? false : judge(reader.readCheck, previous, 'before'),
       change.action === 'created' ? false : judge(subscription.filterCheck, previous, 'before'),
-      change.action === 'deleted' ? false : judge(subscription.readCheck, change.row, 'after'),
+      change.action === 'deleted' ? false : judge(reader.readCheck, change.row, 'after'),
       change.action === 'deleted' ? false : judge(subscription.filterCheck, change.row, 'after'),
     ]);
-    return subscription.message(change, {
+    return reader.message(change, {
       before: { readable: readableBefore, matched: matchedBefore },
       after: { readable: readableAfter, matched: matchedAfter },
     });

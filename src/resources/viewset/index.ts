@@ -41,6 +41,7 @@ import { buildQueryset, TRUSTED_READER, trustedRequests, viewerOf } from './quer
 import { buildRepresentation } from './representation.js';
 import { parseFields, pickColumns, pickFields, type FieldSelection } from './sparse-fields.js';
 import type { LiveChanges } from '../live/hub.js';
+import type { RoleCache } from '../../auth/roles.js';
 import { buildStreams, changePosition } from './stream.js';
 import { buildWrites } from './writes.js';
 
@@ -64,6 +65,8 @@ export interface ViewSetOptions {
   readonly log?: HookLog;
   /** The process's open streams and their feed (issue 23); without it, no view offers streams. */
   readonly live?: LiveChanges;
+  /** Each user's current roles (auth/roles.ts), by which open streams judge every change (STREAMS.md §2). */
+  readonly roles?: Pick<RoleCache, 'current'>;
 }
 
 const CONSOLE_LOG: HookLog = { error: (details, message) => console.error(message, details) };
@@ -80,7 +83,7 @@ const ANONYMOUS: Change['actor'] = { id: 0, username: 'anonymous', passwordChang
  * ModelViewSet actions.
  */
 export function buildViewSet(resource: Resource, options: ViewSetOptions) {
-  const { storage, cursors, listeners = [], context, collections, viewSets, log = CONSOLE_LOG, live } = options;
+  const { storage, cursors, listeners = [], context, collections, viewSets, log = CONSOLE_LOG, live, roles } = options;
   const db = storage.db as unknown as DynamicDb;
   const table = resource.table;
   const collectionPath = collectionPathOf(resource);
@@ -216,7 +219,7 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
   }
   const shownRecordsOf: ShownRecords = (name, ids, tree, request) => viewSets.get(name)!.recordsShownTo(request, ids, tree);
 
-  const streams = live ? buildStreams(resource, { db, live, represent: (rows, executor, detail, viewer) => represent(rows, executor, detail, viewer), shownTo }) : null;
+  const streams = live ? buildStreams(resource, { db, live, represent: (rows, executor, detail, viewer) => represent(rows, executor, detail, viewer), shownTo, roles }) : null;
 
   // A page is the same for everyone who may read it, so it is reused while no data changes; not
   // a scoped one (each caller's own webhooks), nor one with members only some callers see (a

@@ -4,6 +4,7 @@
 // follows the process's hub (resources/live/hub.ts) from that position, judged by the caller's
 // read rule and scope and the list's filters, and told each change as this caller would see it.
 
+import { rolesText, type RoleCache } from '../../auth/roles.js';
 import { changePositions, type LoggedChange } from '../../db/change-log.js';
 import type { Condition, DynamicDb, Row } from '../../db/dynamic-tables.js';
 import { InvalidQuery } from '../../http/errors.js';
@@ -11,7 +12,7 @@ import type { EventSink } from '../../http/event-stream.js';
 import type { ApiRequest, ApiResponse } from '../../http/view.js';
 import { readCondition } from '../access/compile.js';
 import { fieldsAreShared } from '../access/field-rules.js';
-import type { Check, LiveChanges, Standing, Subscription } from '../live/hub.js';
+import type { Check, LiveChanges, Reader, Standing, Subscription } from '../live/hub.js';
 import type { Resource } from '../resource.js';
 
 /** What a collection's streams need from its viewset. */
@@ -21,6 +22,8 @@ export interface StreamOptions {
   readonly represent: (rows: readonly Row[], executor: DynamicDb, detail: boolean, viewer: ApiRequest['user']) => Promise<Record<string, unknown>[]>;
   /** What `hooks.representFor` adds for the caller (a user's roles), applied to copies. */
   readonly shownTo: (request: ApiRequest, rows: readonly Row[], records: Record<string, unknown>[]) => Promise<Record<string, unknown>[]>;
+  /** Each user's current roles, as every authenticator reads them (auth/roles.ts); without it, a stream keeps its opener's. */
+  readonly roles?: Pick<RoleCache, 'current'>;
 }
 
 const POSITION = /^\d{1,15}$/;
@@ -46,8 +49,14 @@ export async function changePosition(db: DynamicDb): Promise<number> {
   return (await changePositions(db)).last;
 }
 
+/** The request as made by its user with other roles. */
+function asRoles(request: ApiRequest, user: NonNullable<ApiRequest['user']>, roles: readonly string[]): ApiRequest {
+  const withRoles = { ...user, roles };
+  return { ...request, user: withRoles, identity: request.identity && { ...request.identity, user: withRoles } };
+}
+
 export function buildStreams(resource: Resource, options: StreamOptions) {
-  const { db, live, represent, shownTo } = options;
+  const { db, live, represent, shownTo, roles } = options;
   const table = resource.table;
   // A record shown as logged is the writer's view of it; one with reverse lists (filtered per
   // reader), members per caller, fields some callers may not read (ACCESS.md §3), or detail-only
@@ -70,37 +79,60 @@ export function buildStreams(resource: Resource, options: StreamOptions) {
    */
   async function openStream(request: ApiRequest, recordId: number | null, filters: readonly Condition[]): Promise<ApiResponse> {
     const requested = startPosition(request);
-    const scope = resource.hooks.scope ? await resource.hooks.scope(request) : null;
-    const readable = readCondition(resource.access, request.user);
-    const readCheck = checkOf([...(scope ? [scope] : []), ...(readable ? [readable] : [])]);
     const filterCheck = checkOf(filters);
     const { prunedThrough } = await changePositions(db);
     const detail = recordId !== null;
     const perReader = detail ? recordShownPerReader : listShownPerReader;
 
-    async function shown(change: LoggedChange): Promise<Record<string, unknown>> {
-      if (!perReader) return change.record;
-      const row = change.row as Row;
-      return (await shownTo(request, [row], await represent([row], db, detail, request.user)))[0]!;
+    /** How this caller reads with one set of roles: their read check and the messages they are shown. */
+    async function readerFor(asOf: ApiRequest): Promise<Reader> {
+      const scope = resource.hooks.scope ? await resource.hooks.scope(asOf) : null;
+      const readable = readCondition(resource.access, asOf.user);
+      const readCheck = checkOf([...(scope ? [scope] : []), ...(readable ? [readable] : [])]);
+
+      async function shown(change: LoggedChange): Promise<Record<string, unknown>> {
+        if (!perReader) return change.record;
+        const row = change.row as Row;
+        return (await shownTo(asOf, [row], await represent([row], db, detail, asOf.user)))[0]!;
+      }
+
+      async function message(change: LoggedChange, { before, after }: Standing) {
+        const inBefore = before.readable && before.matched;
+        const inAfter = after.readable && after.matched;
+        const data = (body: Record<string, unknown>) => ({ event: change.action, data: JSON.stringify({ action: change.action, ...body }) });
+        if (change.action === 'created') return inAfter ? data({ record: await shown(change) }) : null;
+        if (change.action === 'deleted') return inBefore ? data({ record: await shown(change) }) : null;
+        if (!inBefore && !inAfter) return null;
+        // Out of view: once more, marked; a record the caller may no longer read only by url and id (STREAMS.md §2).
+        if (!after.readable) return data({ record: { url: change.record.url, id: change.record.id }, matched_after: false });
+        const record = await shown(change);
+        // A change to a field the reader may not read is not theirs to see (ACCESS.md §3).
+        const changes = Object.fromEntries(Object.entries(change.changes ?? {}).filter(([name]) => name in record));
+        const body = { record, changes };
+        if (!inAfter) return data({ ...body, matched_after: false });
+        if (!inBefore) return data({ ...body, matched_before: false });
+        return data(body);
+      }
+
+      return { readCheck, message };
     }
 
-    async function message(change: LoggedChange, { before, after }: Standing) {
-      const inBefore = before.readable && before.matched;
-      const inAfter = after.readable && after.matched;
-      const data = (body: Record<string, unknown>) => ({ event: change.action, data: JSON.stringify({ action: change.action, ...body }) });
-      if (change.action === 'created') return inAfter ? data({ record: await shown(change) }) : null;
-      if (change.action === 'deleted') return inBefore ? data({ record: await shown(change) }) : null;
-      if (!inBefore && !inAfter) return null;
-      // Out of view: once more, marked; a record the caller may no longer read only by url and id (STREAMS.md §2).
-      if (!after.readable) return data({ record: { url: change.record.url, id: change.record.id }, matched_after: false });
-      const record = await shown(change);
-      // A change to a field the reader may not read is not theirs to see (ACCESS.md §3).
-      const changes = Object.fromEntries(Object.entries(change.changes ?? {}).filter(([name]) => name in record));
-      const body = { record, changes };
-      if (!inAfter) return data({ ...body, matched_after: false });
-      if (!inBefore) return data({ ...body, matched_before: false });
-      return data(body);
+    // Rules apply with the caller's roles at the time of each change (STREAMS.md §2): the roles
+    // come from the cache every authenticator reads (a change made here is seen at once, one made
+    // elsewhere within its TTL, ACCESS.md §1), and the reader is compiled again only when they differ.
+    const user = request.user;
+    let current = { roles: user?.roles ?? [], text: rolesText(user?.roles ?? []), reader: readerFor(request) };
+    async function reader(): Promise<Reader> {
+      if (user === null || !roles) return current.reader;
+      const now = await roles.current(user.id);
+      if (now !== current.roles) {
+        const text = rolesText(now);
+        if (text !== current.text) current = { roles: now, text, reader: readerFor(asRoles(request, user, now)) };
+        else current = { ...current, roles: now };
+      }
+      return current.reader;
     }
+    await current.reader;
 
     return {
       stream(sink: EventSink) {
@@ -110,7 +142,7 @@ export function buildStreams(resource: Resource, options: StreamOptions) {
           sink.close();
           return;
         }
-        const subscription: Subscription = { collection: resource.name, recordId, readCheck, filterCheck, message, sink };
+        const subscription: Subscription = { collection: resource.name, recordId, filterCheck, reader, sink };
         live.follow(subscription, requested ?? live.position);
       },
     };
