@@ -257,8 +257,8 @@ describe.each(BACKENDS)('a database that predates roles (%s)', (backend) => {
         await db.insertInto('users').values({ username, password_hash: 'x', password_changed_at: now, created_at: now }).execute();
       }
       await db.schema.alterTable('users').dropColumn('roles').execute();
-      await db.schema.dropTable('api_keys').execute();
-      await sql`delete from kysely_migration where name in ('0008_user_roles', '0009_api_keys')`.execute(db);
+      for (const table of ['api_keys', 'change_log', 'change_positions', 'idempotency_keys']) await db.schema.dropTable(table).execute();
+      await sql`delete from kysely_migration where name in ('0008_user_roles', '0009_api_keys', '0010_change_log', '0011_idempotency_keys')`.execute(db);
     } finally {
       await storage.close();
     }
