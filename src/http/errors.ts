@@ -193,6 +193,16 @@ export class DatabaseUnavailable extends ServiceUnavailable {
   }
 }
 
+/**
+ * The client closed its connection before the answer (nginx's 499): no one reads this response.
+ * Thrown by long work (a batch) to roll back what it did for a caller that is gone (REQUESTS.md §4).
+ */
+export class ClientClosedRequest extends ApiError {
+  override readonly status = 499;
+  override readonly code = 'client_closed_request';
+  override readonly title = 'Client closed request';
+}
+
 /** The change conflicts with other records (a protected reference): nothing was changed. */
 export class Conflict extends ApiError {
   override readonly status = 409;

@@ -8,7 +8,7 @@ import { allowAny } from '../auth/permissions.js';
 import type { Storage } from '../db/database.js';
 import type { DynamicDb } from '../db/dynamic-tables.js';
 import type { WriteUnit } from '../db/write-unit.js';
-import { ApiError, BatchRequestFailed, ValidationError } from '../http/errors.js';
+import { ApiError, BatchRequestFailed, ClientClosedRequest, ValidationError } from '../http/errors.js';
 import type { RequestData } from '../http/parsers.js';
 import { permittedAction } from '../http/pipeline.js';
 import { JSON_TYPE } from '../http/renderers.js';
@@ -121,6 +121,10 @@ export function batchView({ storage, views, charge }: BatchOptions): View {
   async function runAll(request: ApiRequest, items: readonly BatchItem[], unit: WriteUnit): Promise<BatchAnswer[]> {
     const answers: BatchAnswer[] = [];
     for (const [index, item] of items.entries()) {
+      // A caller that has gone (e.g. timed out while the batch waited for a connection) reads no
+      // answer: its batch rolls back instead of holding a pool connection for up to 100 writes,
+      // which under load kept the pool busy with abandoned batches while new requests timed out.
+      if (request.raw.socket.destroyed) throw new ClientClosedRequest();
       try {
         const target = PATH_REFERENCE.test(item.path) ? urlOf(item.path, index, items, answers, 'path') + PATH_REFERENCE.exec(item.path)![2] : item.path;
         const [path, search = ''] = target.split('?', 2) as [string, string?];
