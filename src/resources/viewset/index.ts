@@ -100,7 +100,7 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
   const filters = new Map(buildFilters(resource, context).map((filter) => [filter.param, filter]));
 
   const { represent, representOne } = buildRepresentation(resource, db, lookup);
-  const { listPath, listPage, filterConditions, loadRow, readableRows, checkObjectPermission, checkRule } = buildQueryset(resource, { storage, db, cursors, filters });
+  const { listPath, listPage, filterConditions, loadRow, loadRowAt, readableRows, checkObjectPermission, checkRule } = buildQueryset(resource, { storage, db, cursors, filters });
   const { readInput, hasStoredChecks, checkAgainstStored, uniqueMessage } = buildInputChecks(resource, context, lookup);
   const { compiledInsert, columnValues, writeReferenceLists, writeTransaction } = buildWrites(resource, { storage, listeners, uniqueMessage });
   const { deleteRecord, deleteBatch, clearReferences } = buildDeleteRules(resource, { storage, collections, viewSets, represent });
@@ -246,10 +246,16 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
       // A stream's page parameters are checked as the list's, then have no effect (STREAMS.md §1).
       if (streams && request.mediaType === EVENT_STREAM_TYPE) return streams.openStream(request, null, filterConditions(request));
       const reader = readerOf(request);
-      // A page's own statement reads the position (one snapshot: exact); an empty page's is read
-      // before it, so a stream opened there may repeat a change, never miss one (STREAMS.md §3).
-      const before = await changePosition(reader);
-      const found = await listPage(request, page);
+      // A page's own statement reads the position (one snapshot: exact). An empty page has no row
+      // to carry it: the position is then read and the page read again after it, so a stream
+      // opened there may repeat a change, never miss one (STREAMS.md §3). Only an empty page pays
+      // for the second statement (issue 18).
+      let found = await listPage(request, page);
+      let before = 0;
+      if (found.position === null) {
+        before = await changePosition(reader);
+        found = await listPage(request, page);
+      }
       const records = await shownTo(request, found.rows, await represent(found.rows, reader, false, request.user));
       const response = await shaped(request, shape, records, collection, (results) => pageResponse(found, results));
       return { ...response, headers: { ...response.headers, 'x-change-position': String(found.position ?? before) } };
@@ -312,8 +318,7 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
     async handle(request) {
       const shape = readShape(request);
       const reader = readerOf(request);
-      const position = await changePosition(reader);
-      const row = await loadRow(reader, parseId(request.params[recordParam]), false, request);
+      const { row, position } = await loadRowAt(reader, parseId(request.params[recordParam]), request);
       checkObjectPermission(request, row);
       if (streams && request.mediaType === EVENT_STREAM_TYPE) return streams.openStream(request, row.id, []);
       const response = await shaped(request, shape, await shownTo(request, [row], [await representOne(row, reader, true, request.user)]), detail, ([record]) => ({ body: record }));

@@ -43,8 +43,9 @@ function nullsAs(field: Field): string | number | undefined {
   return ['integer', 'decimal', 'boolean', 'reference'].includes(field.type) ? -Number.MAX_SAFE_INTEGER - 1 : '';
 }
 
-/** The column a list page's statement reads the last change position into. */
+/** The column a list page's (and a GET of a record's) statement reads the last change position into. */
 const PAGE_POSITION = '__change_position';
+const POSITION_COLUMN = sql<number>`(select last from change_positions where id = 1)`.as(PAGE_POSITION);
 
 /** What the queries of one collection's viewset read with. */
 export interface QuerysetOptions {
@@ -76,7 +77,7 @@ export function buildQueryset(resource: Resource, options: QuerysetOptions) {
     // The last change position, read by the page's own statement (one snapshot), so a stream
     // opened after it starts exactly where the page ends (STREAMS.md §3); taken off the rows below.
     // Each row also says which of its restricted fields the caller may read (ACCESS.md §3).
-    let query = selectFieldReads((request.unit?.trx ?? db).selectFrom(table).selectAll().select(sql<number>`(select last from change_positions where id = 1)`.as(PAGE_POSITION)), resource, request.user);
+    let query = selectFieldReads((request.unit?.trx ?? db).selectFrom(table).selectAll().select(POSITION_COLUMN), resource, request.user);
     if (hooks.scope) query = query.where(await hooks.scope(request));
     const readable = readCondition(resource.access, request.user);
     if (readable) query = query.where(readable);
@@ -89,31 +90,47 @@ export function buildQueryset(resource: Resource, options: QuerysetOptions) {
   }
 
   // The hottest query, compiled once: building and compiling it with Kysely on every request
-  // cost more than running it (issue #6 profile). Only the parameter changes.
+  // cost more than running it (issue #6 profile). Only the parameter changes. A GET of a record
+  // reads the last change position in the same statement (one snapshot, as a page does:
+  // STREAMS.md §3); a separate statement for it was a tenth of a GET's CPU (issue 18).
   const selectById = db.selectFrom(table).selectAll().where('id', '=', 0).compile();
+  const selectByIdAt = db.selectFrom(table).selectAll().select(POSITION_COLUMN).where('id', '=', 0).compile();
   const fieldsShared = fieldsAreShared(resource);
 
-  /**
-   * A record by id; with a request, only within its `scope` (another user's webhook is a 404) and
-   * the caller's read rule (a record they may not read is a 404), with the verdicts of its
-   * field read rules for that caller.
-   */
-  async function loadRow(executor: DynamicDb, id: number, lock: boolean, from?: ApiRequest): Promise<Row> {
+  async function readRow(executor: DynamicDb, id: number, lock: boolean, from: ApiRequest | undefined, withPosition: boolean): Promise<Row> {
     const request = from && !trustedRequests.has(from) ? from : undefined;
     const scope = request && hooks.scope ? await hooks.scope(request) : null;
     const readable = request ? readCondition(resource.access, request.user) : null;
     if (executor === db && !lock && !scope && !readable && (fieldsShared || !request)) {
-      const { rows } = await db.executeQuery<Row>({ ...selectById, parameters: [id] });
+      const { rows } = await db.executeQuery<Row>({ ...(withPosition ? selectByIdAt : selectById), parameters: [id] });
       if (!rows[0]) throw new NotFound();
       return rows[0];
     }
     let query = executor.selectFrom(table).selectAll().where('id', '=', id);
+    if (withPosition) query = query.select(POSITION_COLUMN);
     if (request) query = selectFieldReads(query, resource, request.user);
     if (scope) query = query.where(scope);
     if (readable) query = query.where(readable);
     const row = (await (lock ? storage.lockForUpdate(query) : query).executeTakeFirst()) as Row | undefined;
     if (!row) throw new NotFound();
     return row;
+  }
+
+  /**
+   * A record by id; with a request, only within its `scope` (another user's webhook is a 404) and
+   * the caller's read rule (a record they may not read is a 404), with the verdicts of its
+   * field read rules for that caller.
+   */
+  function loadRow(executor: DynamicDb, id: number, lock: boolean, from?: ApiRequest): Promise<Row> {
+    return readRow(executor, id, lock, from, false);
+  }
+
+  /** `loadRow` for a GET: the record and the last change position, read by one statement. */
+  async function loadRowAt(executor: DynamicDb, id: number, from: ApiRequest): Promise<{ row: Row; position: number }> {
+    const row = await readRow(executor, id, false, from, true);
+    const position = Number(row[PAGE_POSITION]);
+    delete row[PAGE_POSITION];
+    return { row, position };
   }
 
   /**
@@ -158,5 +175,5 @@ export function buildQueryset(resource: Resource, options: QuerysetOptions) {
     if (!holds) throw permissionDenied(request.identity);
   }
 
-  return { listPath, listPage, filterConditions, loadRow, readableRows, checkObjectPermission, checkRule };
+  return { listPath, listPage, filterConditions, loadRow, loadRowAt, readableRows, checkObjectPermission, checkRule };
 }
