@@ -37,16 +37,9 @@ export interface NewChange {
   readonly previous: Record<string, unknown> | null;
 }
 
-/** A committed change as readers see it. */
-export interface LoggedChange {
+/** A committed change as readers see it: what was written, with its position. */
+export interface LoggedChange extends NewChange {
   readonly position: number;
-  readonly collection: string;
-  readonly recordId: number;
-  readonly action: 'created' | 'updated' | 'deleted';
-  readonly record: Record<string, unknown>;
-  readonly changes: Record<string, unknown> | null;
-  readonly row: Record<string, unknown>;
-  readonly previous: Record<string, unknown> | null;
 }
 
 // Transactions that appended changes not numbered yet; a WeakSet so a rolled-back one is forgotten.
