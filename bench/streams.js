@@ -44,6 +44,7 @@ const USAGE = `usage: npm run bench:streams -- [options]
   --connections N      autocannon connections (default 50)
   --client-processes N child processes holding the streams (default 1)
   --no-floor           skip the bare node:http floor
+  --cpu-prof DIR       run restwire with --cpu-prof, its profiles written to DIR when it stops
   --note TEXT          a remark written with the section in bench/RESULTS.md
 
   BENCH_DATABASE_URL=postgres://…  also run on a fresh PostgreSQL database there
@@ -70,6 +71,7 @@ function parseOptions(argv) {
       connections: { type: 'string' },
       'client-processes': { type: 'string' },
       'no-floor': { type: 'boolean', default: false },
+      'cpu-prof': { type: 'string' },
       note: { type: 'string' },
       help: { type: 'boolean', default: false },
     },
@@ -101,6 +103,7 @@ function parseOptions(argv) {
     load: { duration: number('duration', quick ? 1 : 10, 1, 600), warmup: quick ? 0.5 : 2, connections: number('connections', 50, 1, 1000) },
     clientProcesses: number('client-processes', 1, 1, 16),
     floor: !values['no-floor'],
+    cpuProfDir: values['cpu-prof'] ?? null,
     note: values.note ?? null,
     databaseUrl: process.env.BENCH_DATABASE_URL || null,
     redisUrl: process.env.BENCH_REDIS_URL || null,
@@ -459,7 +462,8 @@ async function apiScenario(server, target, clients, options, authorization) {
 async function runBackend(processes, options, databaseUrl) {
   const store = await freshStore(processes, { databaseUrl, redisUrl: databaseUrl ? options.redisUrl : null });
   const env = restwireEnv(store, { STREAM_MAX_PER_USER: '100000' });
-  const server = await startServe(processes, env, `restwire serve (${store.backend})`);
+  const nodeArgs = options.cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${options.cpuProfDir}`] : [];
+  const server = await startServe(processes, env, `restwire serve (${store.backend})`, ['serve'], nodeArgs);
   log(`${store.backend}: restwire at ${server.url} (pid ${server.pid})`);
   const auth = await bearerAuth(server);
   if (auth.skipped) throw new Error(auth.skipped);
