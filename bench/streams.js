@@ -369,9 +369,14 @@ async function rateScenario(target, clients, options) {
   let inFlight = 0;
   const started = now();
   const cpu0 = cpuSeconds(processTree(target.pid));
+  // Paced to the rate, at most `maxInFlight` at once; writing stops after `seconds` even when the
+  // server could not keep up (the achieved rate says so), then the last writes are awaited.
+  const stopAt = started + options.seconds * 1000;
+  let stopped = false;
   await new Promise((resolve) => {
     const tick = () => {
-      const due = Math.min(totalWrites, Math.floor(((now() - started) / 1000) * writesPerSecond) + 1);
+      if (now() >= stopAt) stopped = true;
+      const due = stopped ? sent : Math.min(totalWrites, Math.floor(((now() - started) / 1000) * writesPerSecond) + 1);
       while (sent < due && inFlight < maxInFlight) {
         const n = ++sent;
         inFlight++;
@@ -381,10 +386,11 @@ async function rateScenario(target, clients, options) {
           .catch((error) => errors.length < 5 && errors.push(error.message))
           .finally(() => {
             inFlight--;
-            if (sent === totalWrites && inFlight === 0) resolve();
+            if ((sent === totalWrites || stopped) && inFlight === 0) resolve();
           });
       }
-      if (sent < totalWrites) setTimeout(tick, 2);
+      if (sent < totalWrites && !stopped) setTimeout(tick, 2);
+      else if (inFlight === 0) resolve();
     };
     tick();
   });
