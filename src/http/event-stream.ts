@@ -110,16 +110,10 @@ export class StreamRegistry {
       metrics.open.dec();
       for (const listener of closeListeners) listener();
     };
-    const frame = (id: number | null, event: string, data: string): Buffer => {
-      const last = this.#lastFrame;
-      if (last !== null && last.id === id && last.event === event && last.data === data) return last.bytes;
-      const bytes = Buffer.from(`${id === null ? '' : `id: ${id}\n`}event: ${event}\ndata: ${data}\n\n`);
-      this.#lastFrame = { id, event, data, bytes };
-      return bytes;
-    };
+    const registry = this;
     const sink: EventSink = {
       send(id, event, data) {
-        if (write(frame(id, event, data))) {
+        if (write(registry.#frame(id, event, data))) {
           metrics.messages.inc();
           keepAlive.refresh();
         }
@@ -142,6 +136,15 @@ export class StreamRegistry {
     metrics.open.inc();
     response.on('close', finish);
     start(sink);
+  }
+
+  /** One message on the wire, encoded once for every sink it is handed to in a row. */
+  #frame(id: number | null, event: string, data: string): Buffer {
+    const last = this.#lastFrame;
+    if (last !== null && last.id === id && last.event === event && last.data === data) return last.bytes;
+    const bytes = Buffer.from(`${id === null ? '' : `id: ${id}\n`}event: ${event}\ndata: ${data}\n\n`);
+    this.#lastFrame = { id, event, data, bytes };
+    return bytes;
   }
 
   /** Ends every open stream (shutdown: clients reconnect elsewhere and resume, STREAMS.md §4). */
