@@ -55,7 +55,6 @@ export class GroupCommit<DB> {
   #running = 0;
   #scheduled = false;
 
-  /** `beforeCommit` runs once per shared transaction, after its last unit (the change log's numbering). */
   /**
    * `beforeCommit` runs once per shared transaction, after its last unit (the change log's
    * numbering). `lanes` batches may run at once, each in its own transaction (1 on SQLite: one
