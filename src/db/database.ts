@@ -1,12 +1,13 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import SQLite from 'better-sqlite3';
-import { CompiledQuery, Kysely, PostgresDialect, sql, type Transaction } from 'kysely';
+import { CompiledQuery, Kysely, sql, type Transaction } from 'kysely';
 import type pg from 'pg';
 import type { Config } from '../config.js';
 import { numberChanges } from './change-log.js';
 import { GroupCommit } from './group-commit.js';
 import { migrateToLatest } from './migrations.js';
+import { PipelinedPostgresDialect } from './pipelining.js';
 import { RestwireSqliteDialect } from './sqlite-driver.js';
 import type { Database } from './schema.js';
 
@@ -24,8 +25,8 @@ export interface Storage {
    */
   lockForUpdate<Q extends { forUpdate(): Q }>(query: Q): Q;
   /**
-   * Runs a record write in a transaction and settles once it has committed. On SQLite, writes
-   * that arrive together share one commit (`group-commit.ts`); on PostgreSQL each has its own.
+   * Runs a record write in a transaction and settles once it has committed. Writes that arrive
+   * together share one commit, each in its own savepoint (`group-commit.ts`).
    */
   transact<T>(work: (trx: Transaction<Database>) => Promise<T>): Promise<T>;
   /**
@@ -67,7 +68,7 @@ function storageOf(db: Kysely<Database>, dialect: Dialect, pool: pg.Pool | null)
   let changesLogged = false;
   // The change log's numbering is every write transaction's last step (db/change-log.ts).
   const beforeCommit = async (trx: Transaction<Database>) => {
-    if ((await numberChanges(trx, dialect)) !== null) changesLogged = true;
+    if (await numberChanges(trx, dialect)) changesLogged = true;
   };
   const tellCommitted = <T>(value: T): T => {
     if (changesLogged) {
@@ -76,21 +77,21 @@ function storageOf(db: Kysely<Database>, dialect: Dialect, pool: pg.Pool | null)
     }
     return value;
   };
-  const group = dialect === 'sqlite' ? new GroupCommit(db, { beforeCommit }) : null;
+  // Writes share commits on both databases (group-commit.ts): on SQLite to write the WAL's pages
+  // once, on PostgreSQL because the change log's numbering holds one row lock from the numbering
+  // to the commit (db/change-log.ts), so transactions that each numbered their own changes would
+  // commit one at a time, each waiting for its own WAL flush.
+  // On PostgreSQL a few batches run at once, on connections of their own, so that one batch's
+  // statements run while another waits for the counter's lock or its commit's WAL flush; the pool
+  // (10) keeps the rest for reads and the two LISTENing connections.
+  const group = new GroupCommit(db, { beforeCommit, lanes: dialect === 'postgres' ? POSTGRES_WRITE_LANES : 1 });
   return {
     db,
     dialect,
     pool,
     lockForUpdate: (query) => (dialect === 'postgres' ? query.forUpdate() : query),
     transact: (work) =>
-      (group
-        ? group.run(work)
-        : db.transaction().execute(async (trx) => {
-            const value = await work(trx);
-            await beforeCommit(trx);
-            return value;
-          })
-      ).then(tellCommitted, (error: unknown) => {
+      group.run(work).then(tellCommitted, (error: unknown) => {
         tellCommitted(null);
         throw error;
       }),
@@ -113,6 +114,9 @@ function storageOf(db: Kysely<Database>, dialect: Dialect, pool: pg.Pool | null)
     close: () => db.destroy(),
   };
 }
+
+/** Write batches running at once on PostgreSQL (GroupCommit lanes). */
+const POSTGRES_WRITE_LANES = 4;
 
 const DATA_VERSION = {
   // data_version moves when another connection (another process) commits; total_changes() when
@@ -148,9 +152,12 @@ async function openPostgres(connectionString: string): Promise<Storage> {
   // PostgreSQL returns int8 (bigint) as a string to protect precision; our ids and millisecond
   // timestamps stay far below 2^53, so numbers are safe and keep both dialects alike.
   pg.types.setTypeParser(pg.types.builtins.INT8, (value) => Number(value));
-  const pool = new pg.Pool({ connectionString, max: 10, connectionTimeoutMillis: 5000 });
+  // Pipeline mode: a transaction's statements that need no answer yet go out without waiting
+  // for the one before (pipelining.ts); queries awaited one by one behave as without it.
+  const options: pg.PoolConfig & { pipeline: boolean } = { connectionString, max: 10, connectionTimeoutMillis: 5000, pipeline: true };
+  const pool = new pg.Pool(options);
   // An idle client that loses its server must not crash the process; the next query reconnects.
   pool.on('error', () => {});
-  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+  const db = new Kysely<Database>({ dialect: new PipelinedPostgresDialect({ pool }) });
   return storageOf(db, 'postgres', pool);
 }

@@ -5,6 +5,7 @@
 
 import { CompiledQuery } from 'kysely';
 import type { DynamicDb } from './dynamic-tables.js';
+import { afterFailure, sendLater } from './pipelining.js';
 
 /**
  * A transaction that writes join instead of opening their own. Everything a request with a unit
@@ -25,13 +26,15 @@ const ROLLBACK_TO = CompiledQuery.raw('rollback to write_unit');
 
 /** Runs `work` in a savepoint of `trx`: if it throws, its writes alone roll back, and the error goes on. */
 export async function inSavepoint<T>(trx: DynamicDb, work: (trx: DynamicDb) => Promise<T>): Promise<T> {
-  await trx.executeQuery(SAVEPOINT);
+  // Sent with the work's first statement on PostgreSQL (pipelining.ts). The release is awaited:
+  // what the work sent without waiting fails here, within this savepoint.
+  await sendLater(trx, SAVEPOINT);
   let result: T;
   try {
     result = await work(trx);
   } catch (error) {
     try {
-      await trx.executeQuery(ROLLBACK_TO);
+      await afterFailure(trx, ROLLBACK_TO);
       await trx.executeQuery(RELEASE);
     } catch {
       // The error ended the transaction itself (an I/O error, a full disk): the owner's

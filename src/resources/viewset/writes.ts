@@ -13,6 +13,8 @@ import type { Change, ChangeListener, Resource } from '../resource.js';
 
 /** Tells the listeners of a change (`before`: of a record about to change, see ChangeListener). */
 export type Notify = ((trx: DynamicDb, change: Change) => Promise<void>) & {
+  /** The write's transaction has begun: listeners send what they will read (ChangeListener.prepare). */
+  prepare(trx: DynamicDb, resource: Resource): Promise<void>;
   before(trx: DynamicDb, resource: Resource, id: number): Promise<void>;
   /** Several changes at once, in order (a cascade's batch): listeners may write them together. */
   all(trx: DynamicDb, changes: readonly Change[]): Promise<void>;
@@ -92,6 +94,9 @@ export function buildWrites(resource: Resource, options: WritesOptions) {
         }
       },
       {
+        async prepare(trx: DynamicDb, changing: Resource) {
+          for (const listener of listeners) await listener.prepare?.(trx as never, changing);
+        },
         async before(trx: DynamicDb, changing: Resource, id: number) {
           for (const listener of listeners) await listener.beforeChange?.(trx as never, { resource: changing, id });
         },
