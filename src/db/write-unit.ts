@@ -15,6 +15,12 @@ export interface WriteUnit {
   readonly trx: DynamicDb;
   /** Run by the unit's owner once `trx` has committed (dispatcher wake-ups); dropped on rollback. */
   readonly afterCommit: (() => void)[];
+  /**
+   * True when the owner rolls its whole transaction back if any write in it fails (a batch, a
+   * keyed request): a write then needs no savepoint of its own, two statements fewer each (on
+   * PostgreSQL two round trips; issue 20).
+   */
+  readonly rollsBackWhole?: boolean;
 }
 
 // Nested savepoints may share a name: ROLLBACK TO and RELEASE act on the latest (SQLite and
@@ -22,6 +28,14 @@ export interface WriteUnit {
 const SAVEPOINT = CompiledQuery.raw('savepoint write_unit');
 const RELEASE = CompiledQuery.raw('release write_unit');
 const ROLLBACK_TO = CompiledQuery.raw('rollback to write_unit');
+
+/**
+ * Runs `work` in the unit's transaction: in a savepoint, so that if it throws its writes alone
+ * roll back, unless the unit is rolled back whole then anyway.
+ */
+export function inUnit<T>(unit: WriteUnit, work: (trx: DynamicDb) => Promise<T>): Promise<T> {
+  return unit.rollsBackWhole ? work(unit.trx) : inSavepoint(unit.trx, work);
+}
 
 /** Runs `work` in a savepoint of `trx`: if it throws, its writes alone roll back, and the error goes on. */
 export async function inSavepoint<T>(trx: DynamicDb, work: (trx: DynamicDb) => Promise<T>): Promise<T> {

@@ -175,7 +175,8 @@ export function batchView({ storage, views, charge }: BatchOptions): View {
             answers = await runAll(request, items, request.unit);
           } else {
             const afterCommit: (() => void)[] = [];
-            answers = await storage.transact((trx) => runAll(request, items, { trx: trx as unknown as DynamicDb, afterCommit }));
+            // A failing request rolls the whole batch back: its writes need no savepoints of their own.
+            answers = await storage.transact((trx) => runAll(request, items, { trx: trx as unknown as DynamicDb, afterCommit, rollsBackWhole: true }));
             for (const callback of afterCommit) callback();
           }
           return { body: { responses: answers }, headers: { 'x-rate-limit-remaining': String(remaining) } };
