@@ -4,6 +4,7 @@
 // tenth of every request's CPU (group-commit.ts).
 
 import { CompiledQuery } from 'kysely';
+import { dropHeldChanges, heldChangeCount } from './change-log.js';
 import type { DynamicDb } from './dynamic-tables.js';
 
 /**
@@ -40,10 +41,13 @@ export function inUnit<T>(unit: WriteUnit, work: (trx: DynamicDb) => Promise<T>)
 /** Runs `work` in a savepoint of `trx`: if it throws, its writes alone roll back, and the error goes on. */
 export async function inSavepoint<T>(trx: DynamicDb, work: (trx: DynamicDb) => Promise<T>): Promise<T> {
   await trx.executeQuery(SAVEPOINT);
+  const held = heldChangeCount(trx);
   let result: T;
   try {
     result = await work(trx);
   } catch (error) {
+    // The changes held back to log together (a batch's) roll back with their writes.
+    dropHeldChanges(trx, held);
     try {
       await trx.executeQuery(ROLLBACK_TO);
       await trx.executeQuery(RELEASE);

@@ -5,6 +5,7 @@
 
 import type { FastifyRequest } from 'fastify';
 import { allowAny } from '../auth/permissions.js';
+import { holdChanges, releaseChanges, stopHoldingChanges } from '../db/change-log.js';
 import type { Storage } from '../db/database.js';
 import type { DynamicDb } from '../db/dynamic-tables.js';
 import type { WriteUnit } from '../db/write-unit.js';
@@ -119,6 +120,18 @@ export function batchView({ storage, views, charge }: BatchOptions): View {
   }
 
   async function runAll(request: ApiRequest, items: readonly BatchItem[], unit: WriteUnit): Promise<BatchAnswer[]> {
+    // The batch's changes are logged in one statement at its end (issue 20), or not at all.
+    holdChanges(unit.trx);
+    try {
+      const answers = await runEach(request, items, unit);
+      await releaseChanges(unit.trx);
+      return answers;
+    } finally {
+      stopHoldingChanges(unit.trx);
+    }
+  }
+
+  async function runEach(request: ApiRequest, items: readonly BatchItem[], unit: WriteUnit): Promise<BatchAnswer[]> {
     const answers: BatchAnswer[] = [];
     for (const [index, item] of items.entries()) {
       // A caller that has gone (e.g. timed out while the batch waited for a connection) reads no
