@@ -220,6 +220,30 @@ describe.each(BACKENDS)('batch on %s', (backend) => {
     expect(await again.text()).toBe(text);
     expect((await names('authors')).filter((name) => name === 'Keyed')).toHaveLength(1);
   });
+
+  it('a keyed batch failing after a write stores nothing of it, and its 400 is replayed, no event', async () => {
+    const requests = [
+      { method: 'POST', path: '/api/v1/authors/', body: { name: 'Keyed ghost' } },
+      { method: 'POST', path: '/api/v1/books/', body: { title: '', author: '$0.url' } },
+    ];
+    const first = await batch(server, requests, { 'Idempotency-Key': 'batch-failing' });
+    expect(first.status).toBe(400);
+    const text = await first.text();
+    expect(JSON.parse(text)).toMatchObject({ failed_index: 1 });
+    const again = await batch(server, requests, { 'Idempotency-Key': 'batch-failing' });
+    expect(again.status).toBe(400);
+    expect(again.headers.get('idempotent-replayed')).toBe('true');
+    expect(await again.text()).toBe(text);
+    expect(await names('authors')).not.toContain('Keyed ghost');
+    const marker = await fetch(`${server.url}/api/v1/authors/`, {
+      method: 'POST',
+      headers: { authorization: adminAuth, 'content-type': 'application/json' },
+      body: JSON.stringify({ name: 'Keyed marker' }),
+    });
+    expect(marker.status).toBe(201);
+    await receiver.waitFor(() => events().includes('author created Keyed marker'));
+    expect(events().filter((event) => event.includes('Keyed ghost'))).toEqual([]);
+  });
 });
 
 describe.each(BACKENDS)('batch rate limits on %s', (backend) => {
