@@ -1,4 +1,5 @@
 import { CompiledQuery, sql, type Kysely, type Transaction } from 'kysely';
+import type { DynamicDb } from './dynamic-tables.js';
 import { sendLater } from './pipelining.js';
 import type { ChangeLogRow, Database } from './schema.js';
 
@@ -50,9 +51,46 @@ const unnumbered = new WeakSet<object>();
 /** Rows one INSERT writes (10 values a row: far below either database's bound-parameter limit). */
 const INSERT_BATCH = 1_000;
 
-/** Appends changes, unnumbered, within the change's transaction. */
+// Changes a write unit holds back to append together, by transaction: a batch's hundred creates
+// log theirs in one INSERT instead of one each (issue 20).
+const held = new WeakMap<object, NewChange[]>();
+
+/** Holds the changes appended in `trx` from now on, until `releaseChanges` or `stopHoldingChanges`. */
+export function holdChanges(trx: object): void {
+  held.set(trx, []);
+}
+
+/** Appends the changes held in `trx`, in the order they were made, and holds no more. */
+export async function releaseChanges(trx: Executor | DynamicDb): Promise<void> {
+  const changes = held.get(trx);
+  held.delete(trx);
+  // A viewset's transaction, typed for its collections' tables: the same connection.
+  if (changes) await appendChanges(trx as unknown as Executor, changes);
+}
+
+/** Forgets the changes held in `trx` and holds no more (their writes rolled back). */
+export function stopHoldingChanges(trx: object): void {
+  held.delete(trx);
+}
+
+/** How many changes `trx` holds: where a savepoint starts, to drop those made after it if it rolls back. */
+export function heldChangeCount(trx: object): number {
+  return held.get(trx)?.length ?? 0;
+}
+
+/** Drops the changes `trx` holds from position `from` on: their savepoint rolled back. */
+export function dropHeldChanges(trx: object, from: number): void {
+  held.get(trx)?.splice(from);
+}
+
+/** Appends changes, unnumbered, within the change's transaction (or holds them, see `holdChanges`). */
 export async function appendChanges(trx: Executor, changes: readonly NewChange[]): Promise<void> {
   if (changes.length === 0) return;
+  const holding = held.get(trx);
+  if (holding) {
+    holding.push(...changes);
+    return;
+  }
   const now = Date.now();
   if (changes.length === 1) {
     // Every single write logs one change: its INSERT is compiled once per dialect, as the viewset's

@@ -6,7 +6,7 @@
 import type { CompiledQuery } from 'kysely';
 import type { Storage } from '../../db/database.js';
 import type { DynamicDb, Row } from '../../db/dynamic-tables.js';
-import { inSavepoint, type WriteUnit } from '../../db/write-unit.js';
+import { inUnit, type WriteUnit } from '../../db/write-unit.js';
 import { columnOf, joinTableOf, uniqueIndexOf } from '../../db/schema-state.js';
 import { Conflict, ValidationError } from '../../http/errors.js';
 import type { Change, ChangeListener, Resource } from '../resource.js';
@@ -119,7 +119,7 @@ export function buildWrites(resource: Resource, options: WritesOptions) {
     let result: T;
     try {
       result = unit
-        ? await inSavepoint(unit.trx, (trx) => work(trx, notify))
+        ? await inUnit(unit, (trx) => work(trx, notify))
         : await storage.transact((trx) => work(trx as unknown as DynamicDb, notify));
     } catch (error) {
       throw resource.hooks.constraintError?.(error) ?? constraintError(error) ?? error;
