@@ -305,7 +305,8 @@ function render(request: FastifyRequest, reply: FastifyReply, view: View, respon
     return { status, headers: response.headers, contentType: null, text: null, etag: null };
   }
   const mediaType = request.api!.mediaType;
-  const text = RENDERERS[mediaType]!(response.body, {
+  // JSON needs no context: most responses skip building one (issue 21, garbage per request).
+  const text = mediaType === JSON_TYPE ? renderJson(response.body) : RENDERERS[mediaType]!(response.body, {
     columns: response.columns ?? view.columns ?? [],
     title: view.name,
     method: request.method,
