@@ -132,6 +132,29 @@ describe.each(BACKENDS)('examples/resumes on %s', (backend) => {
     for (const position of [first, later]) expect((await api(position.url, { method: 'DELETE', headers: { authorization: adminAuth } })).status).toBe(204);
   });
 
+  it('creates positions on two resumes at once: every create commits, none is answered 500', async () => {
+    // Each create's hook updates its resume, so concurrent creates alternating between two resumes
+    // lock the two rows in both orders. On PostgreSQL writes share commits in several lanes, and
+    // such creates meet deadlocks there; a create that loses one runs again after its lane commits.
+    const other = await create('resumes', { full_name: 'Second Resume', email: 'second@example.com' });
+    const made: string[] = [];
+    for (let round = 0; round < 5; round += 1) {
+      const answers = await Promise.all(
+        Array.from({ length: 40 }, (_, index) =>
+          send('POST', '/api/v1/positions/', { resume: (index % 2 ? resume : other).url, title: `Role ${round}.${index}`, employer: 'Busy Co', started_on: '2022-01-01' }),
+        ),
+      );
+      for (const answer of answers) {
+        expect(answer.status, await answer.clone().text()).toBe(201);
+        made.push(((await answer.json()) as Json).url as string);
+      }
+    }
+    expect(new Set(made).size).toBe(200);
+    // Each was committed: each can be deleted.
+    for (const url of made) expect((await api(url, { method: 'DELETE', headers: { authorization: adminAuth } })).status).toBe(204);
+    expect((await api(other.url as string, { method: 'DELETE', headers: { authorization: adminAuth } })).status).toBe(204);
+  });
+
   it('deleting a resume deletes its positions (cascade); deleting education drops it from resumes', async () => {
     const position = await create('positions', { resume: resume.url, title: 'Analyst', employer: 'Engines Ltd', started_on: '2016-01-01' });
     expect((await get(resume.url)).positions).toEqual([position.url]);

@@ -20,15 +20,19 @@ export interface Storage {
   /** The pg pool when on PostgreSQL (LISTEN/NOTIFY needs its own client); null on SQLite. */
   readonly pool: pg.Pool | null;
   /**
-   * Adds FOR UPDATE on PostgreSQL, so concurrent read-modify-writes of one row take turns; on
-   * SQLite a write transaction holds the database's one write lock already (BEGIN IMMEDIATE).
+   * Adds FOR NO KEY UPDATE on PostgreSQL, so concurrent read-modify-writes of one row take turns;
+   * on SQLite a write transaction holds the database's one write lock already (BEGIN IMMEDIATE).
+   * Not FOR UPDATE: that also waits for the KEY SHARE lock every insert of a row referring to this
+   * one takes (its foreign key check), so two transactions that each added a position to a resume
+   * and then updated the resume (a hook) waited for each other: a deadlock.
    */
-  lockForUpdate<Q extends { forUpdate(): Q }>(query: Q): Q;
+  lockForUpdate<Q extends { forNoKeyUpdate(): Q }>(query: Q): Q;
   /**
    * Runs a record write in a transaction and settles once it has committed. Writes that arrive
-   * together share one commit, each in its own savepoint (`group-commit.ts`).
+   * together share one commit, each in its own savepoint (`group-commit.ts`); `alone` gives the
+   * write a transaction of its own (a write that lost a deadlock to another shared commit).
    */
-  transact<T>(work: (trx: Transaction<Database>) => Promise<T>): Promise<T>;
+  transact<T>(work: (trx: Transaction<Database>) => Promise<T>, options?: { alone?: boolean }): Promise<T>;
   /**
    * A token that changes whenever committed data may have changed, by this process or any other,
    * so rendered responses can be reused while it holds (`http/representation-cache.ts`).
@@ -89,9 +93,9 @@ function storageOf(db: Kysely<Database>, dialect: Dialect, pool: pg.Pool | null)
     db,
     dialect,
     pool,
-    lockForUpdate: (query) => (dialect === 'postgres' ? query.forUpdate() : query),
-    transact: (work) =>
-      group.run(work).then(tellCommitted, (error: unknown) => {
+    lockForUpdate: (query) => (dialect === 'postgres' ? query.forNoKeyUpdate() : query),
+    transact: (work, options) =>
+      group.run(work, options?.alone ?? false).then(tellCommitted, (error: unknown) => {
         tellCommitted(null);
         throw error;
       }),

@@ -6,6 +6,8 @@ export type TransactionWork<DB, T> = (trx: Transaction<DB>) => Promise<T>;
 
 interface Unit<DB> {
   readonly work: TransactionWork<DB, unknown>;
+  /** Committed in a transaction of its own, never shared. */
+  readonly alone: boolean;
   readonly resolve: (value: unknown) => void;
   readonly reject: (error: unknown) => void;
 }
@@ -72,10 +74,13 @@ export class GroupCommit<DB> {
     this.#beforeCommit = beforeCommit ?? null;
   }
 
-  /** Runs `work` in a shared transaction; settles once that transaction has committed. */
-  run<T>(work: TransactionWork<DB, T>): Promise<T> {
+  /**
+   * Runs `work` in a shared transaction (or, `alone`, in one of its own); settles once that
+   * transaction has committed.
+   */
+  run<T>(work: TransactionWork<DB, T>, alone = false): Promise<T> {
     return new Promise<T>((resolve, reject) => {
-      this.#queue.push({ work, resolve: resolve as (value: unknown) => void, reject });
+      this.#queue.push({ work, alone, resolve: resolve as (value: unknown) => void, reject });
       this.#schedule();
     });
   }
@@ -88,12 +93,21 @@ export class GroupCommit<DB> {
       this.#scheduled = false;
       while (this.#running < this.#lanes && this.#queue.length > 0) {
         this.#running += 1;
-        void this.#commit(this.#queue.splice(0, this.#maxBatch)).finally(() => {
+        void this.#commit(this.#queue.splice(0, this.#nextBatchSize())).finally(() => {
           this.#running -= 1;
           this.#schedule();
         });
       }
     });
+  }
+
+  /** The queue's first units up to `maxBatch`, ending before a unit that must run alone (or with it, if first). */
+  #nextBatchSize(): number {
+    if (this.#queue[0]!.alone) return 1;
+    const limit = Math.min(this.#maxBatch, this.#queue.length);
+    let size = 1;
+    while (size < limit && !this.#queue[size]!.alone) size += 1;
+    return size;
   }
 
   async #commit(batch: readonly Unit<DB>[]): Promise<void> {

@@ -46,6 +46,18 @@ export function isDatabaseUnavailable(error: unknown, depth = 0): boolean {
   return cause !== undefined && isDatabaseUnavailable(cause, depth + 1);
 }
 
+/**
+ * Whether `error` is PostgreSQL ending a transaction that lost a deadlock (40P01) or a
+ * serialization check (40001): nothing it did was kept, and running it again may succeed. Writes
+ * share commits (group-commit.ts), so a unit waiting for a row another lane locked can meet one.
+ */
+export function isTransactionConflict(error: unknown, depth = 0): boolean {
+  if (depth > 3 || typeof error !== 'object' || error === null) return false;
+  const { code, cause } = error as { code?: unknown; cause?: unknown };
+  // A hook's write meets it inside the user's code, which wraps it (resources/user-code.ts).
+  return code === '40P01' || code === '40001' || isTransactionConflict(cause, depth + 1);
+}
+
 export interface OutageLog {
   error(details: object, message: string): void;
   info(details: object, message: string): void;
