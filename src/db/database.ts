@@ -44,12 +44,20 @@ export interface Storage {
 }
 
 
+/** How `openStorage` opens the database. */
+export interface OpenOptions {
+  /** Apply restwire's pending migrations (default true). */
+  readonly migrate?: boolean;
+  /** The PostgreSQL pool's size (default 10); SQLite has one connection. */
+  readonly maxConnections?: number;
+}
+
 /** Opens SQLite under DATA_DIR, or PostgreSQL when `databaseUrl` is set, and applies migrations. */
 export async function openStorage(
   options: Pick<Config, 'databaseUrl' | 'dataDir'>,
-  { migrate = true }: { migrate?: boolean } = {},
+  { migrate = true, maxConnections = 10 }: OpenOptions = {},
 ): Promise<Storage> {
-  const storage = options.databaseUrl ? await openPostgres(options.databaseUrl) : openSqlite(options.dataDir);
+  const storage = options.databaseUrl ? await openPostgres(options.databaseUrl, maxConnections) : openSqlite(options.dataDir);
   if (migrate) {
     try {
       await migrateToLatest(storage.db);
@@ -142,13 +150,13 @@ function openSqlite(dataDir: string): Storage {
   return storageOf(db, 'sqlite', null);
 }
 
-async function openPostgres(connectionString: string): Promise<Storage> {
+async function openPostgres(connectionString: string, max: number): Promise<Storage> {
   // Loaded only for PostgreSQL, so an SQLite process does not carry the driver (issue #6).
   const { default: pg } = await import('pg');
   // PostgreSQL returns int8 (bigint) as a string to protect precision; our ids and millisecond
   // timestamps stay far below 2^53, so numbers are safe and keep both dialects alike.
   pg.types.setTypeParser(pg.types.builtins.INT8, (value) => Number(value));
-  const pool = new pg.Pool({ connectionString, max: 10, connectionTimeoutMillis: 5000 });
+  const pool = new pg.Pool({ connectionString, max, connectionTimeoutMillis: 5000 });
   // An idle client that loses its server must not crash the process; the next query reconnects.
   pool.on('error', () => {});
   const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
