@@ -39,6 +39,10 @@ export interface DispatcherThreadOptions {
   readonly log: FastifyBaseLogger;
   /** The thread keeps failing: the process must stop (with a non-zero exit) rather than go on without delivery. */
   readonly onFatal: (error: Error) => void;
+  /** The thread's program (default dispatcher-in-thread.js); tests give one that fails on purpose. */
+  readonly entry?: URL;
+  /** How long a failed thread waits to start again (default 1 s). */
+  readonly restartDelayMs?: number;
 }
 
 /** The dispatcher thread of this process, seen from the thread that started it. */
@@ -106,9 +110,9 @@ export class DispatcherThread {
   }
 
   #spawn(first: boolean): Promise<void> {
-    const { config, secretKey, log } = this.#options;
+    const { config, secretKey, log, entry = ENTRY } = this.#options;
     const data: DispatcherThreadData = { config, secretKey };
-    const worker = new Worker(ENTRY, { workerData: data, name: 'restwire dispatcher' });
+    const worker = new Worker(entry, { workerData: data, name: 'restwire dispatcher' });
     this.#worker = worker;
     return new Promise((resolve, reject) => {
       let started = false;
@@ -153,6 +157,6 @@ export class DispatcherThread {
       this.#restartTimer = null;
       // A thread that fails to start exits, and its exit comes back here.
       if (!this.#stopping) void this.#spawn(false);
-    }, RESTART_DELAY_MS);
+    }, this.#options.restartDelayMs ?? RESTART_DELAY_MS);
   }
 }
