@@ -34,12 +34,10 @@ async function runPrimary(config: Config, workers: number): Promise<void> {
   if (notice) process.stdout.write(`${notice}\n`);
   if (config.redisUrl === null) new RateLimiterClusterMaster();
 
-  let dispatcher: DispatcherThread | null = null;
-  if (config.dispatcherInServe) {
-    // A thread that keeps failing stops the cluster: it must not serve on without delivering.
-    dispatcher = new DispatcherThread({ config, secretKey: keys.secretKey, log, onFatal: () => shutdown('SIGTERM', 1) });
-    await dispatcher.start();
-  }
+  // A thread that keeps failing stops the cluster: it must not serve on without delivering.
+  const dispatcher = config.dispatcherInServe
+    ? new DispatcherThread({ config, secretKey: keys.secretKey, log, onFatal: () => shutdown('SIGTERM', 1) })
+    : null;
   cluster.on('message', (_worker, message: unknown) => {
     if (message === WAKE) dispatcher?.wake();
   });
@@ -60,6 +58,7 @@ async function runPrimary(config: Config, workers: number): Promise<void> {
     await dispatcher?.stop();
     await storage.close();
   });
+  await dispatcher?.start();
   const fork = (): Worker => cluster.fork();
   // A worker that dies is replaced, unless workers keep dying at once (a database that is down,
   // a port in use): then the cluster stops rather than fork in a tight loop.

@@ -42,13 +42,7 @@ export async function serve(config: Config, options: ServeOptions = {}): Promise
     // The delivery metrics are the dispatcher's; the queue is in the database for any process to report.
     createQueueMetrics(app.metrics.registry, storage.db);
   }
-  const notice = await ensureFirstUser(app.users, config);
-  if (notice) process.stdout.write(`${notice}\n`);
-  const address = await app.server.listen({ host: config.host, port: config.port });
-  // Fastify logs where it listens at info; an operator who turned logs down still needs to know.
-  if (!logsInfo(config)) process.stdout.write(`restwire: listening at ${address}\n`);
-  await thread?.start();
-
+  // Before anything slow: a SIGTERM while the dispatcher thread starts must drain, not kill.
   const shutdown = onShutdownSignal(async (signal) => {
     app.server.log.info({ signal, deadlineMs: config.drainTimeoutMs }, 'draining in-flight requests');
     // Fastify stops accepting, answers 503 to new requests on kept-alive sockets, and waits
@@ -59,6 +53,12 @@ export async function serve(config: Config, options: ServeOptions = {}): Promise
     await thread?.stop();
     await storage.close();
   });
+  const notice = await ensureFirstUser(app.users, config);
+  if (notice) process.stdout.write(`${notice}\n`);
+  const address = await app.server.listen({ host: config.host, port: config.port });
+  // Fastify logs where it listens at info; an operator who turned logs down still needs to know.
+  if (!logsInfo(config)) process.stdout.write(`restwire: listening at ${address}\n`);
+  await thread?.start();
   return app;
 }
 

@@ -23,6 +23,7 @@ async function runDispatcherThread(port: MessagePort, { config, secretKey }: Dis
   const registry = new Registry();
   const dispatcher = createDispatcher(config, storage, { secretKey, log, registry });
   const send = (message: FromDispatcherThread) => port.postMessage(message);
+  let started: Promise<void> = Promise.resolve();
 
   port.on('message', (message: ToDispatcherThread) => {
     switch (message.type) {
@@ -39,15 +40,17 @@ async function runDispatcherThread(port: MessagePort, { config, secretKey }: Dis
         );
         break;
       case 'stop':
-        // In a worker thread, process.exit ends the thread, once everything in flight is recorded.
-        void dispatcher
-          .stop()
+        // In a worker thread, process.exit ends the thread, once everything in flight is recorded
+        // (a stop that comes while starting waits for the start).
+        void started
+          .then(() => dispatcher.stop())
           .then(() => storage.close())
           .then(() => process.exit(0));
         break;
     }
   });
-  await dispatcher.start();
+  started = dispatcher.start();
+  await started;
   send({ type: 'started' });
 }
 
