@@ -3,6 +3,7 @@
 // that the serving thread asks for at each scrape. A failure here is not caught: it ends the
 // thread, which the serving thread logs and starts again.
 
+import { setPriority } from 'node:os';
 import { parentPort, workerData, type MessagePort } from 'node:worker_threads';
 import { Registry } from 'prom-client';
 import { openStorage } from '../db/database.js';
@@ -16,8 +17,21 @@ import type { DispatcherThreadData, FromDispatcherThread, ToDispatcherThread } f
  */
 const DISPATCHER_CONNECTIONS = 5;
 
+/**
+ * This thread's nice value. Where both want the CPU, the API's thread gets it first, so a drain
+ * never adds its work to a request's wait (the backlog drill); an idle API leaves delivery all of
+ * it. Linux keeps a nice value per thread (setpriority on "the calling process" sets the calling
+ * thread's); elsewhere it would lower the whole process, so it is set on Linux only.
+ */
+const DISPATCHER_NICE = 10;
+
 async function runDispatcherThread(port: MessagePort, { config, secretKey }: DispatcherThreadData): Promise<void> {
   const log = await createLogger(config);
+  try {
+    if (process.platform === 'linux') setPriority(DISPATCHER_NICE);
+  } catch (error) {
+    log.warn({ err: error }, 'could not lower the dispatcher thread\'s priority; delivery competes with the API for the CPU');
+  }
   // `serve` migrated before starting the thread.
   const storage = await openStorage(config, { migrate: false, maxConnections: DISPATCHER_CONNECTIONS });
   const registry = new Registry();
