@@ -34,10 +34,11 @@ export interface Storage {
    */
   dataVersion(): Promise<string>;
   /**
-   * Calls `listener` after a `transact` of this process that logged changes has committed (the
-   * change feed's wake-up on SQLite; db/change-feed.ts). Returns a function that stops it.
+   * Calls `listener` with the last position it numbered after a `transact` of this process that
+   * logged changes has committed (the change feed's wake-up on SQLite; db/change-feed.ts).
+   * Returns a function that stops it.
    */
-  onChangesCommitted(listener: () => void): () => void;
+  onChangesCommitted(listener: (last: number) => void): () => void;
   /** True when the database answers a trivial query (for /readyz). */
   ping(): Promise<boolean>;
   close(): Promise<void>;
@@ -62,19 +63,20 @@ export async function openStorage(
 }
 
 function storageOf(db: Kysely<Database>, dialect: Dialect, pool: pg.Pool | null): Storage {
-  const committedListeners = new Set<() => void>();
-  // Set by a transaction's last step when it numbered changes; told to listeners once it has committed.
-  let changesLogged = false;
+  const committedListeners = new Set<(last: number) => void>();
+  // The last position each transaction numbered (a group commit's units share one transaction),
+  // told to listeners once it has committed: by then every position up to it is committed too.
+  const numbered = new WeakMap<object, number>();
   // The change log's numbering is every write transaction's last step (db/change-log.ts).
   const beforeCommit = async (trx: Transaction<Database>) => {
-    if ((await numberChanges(trx, dialect)) !== null) changesLogged = true;
+    const last = await numberChanges(trx, dialect);
+    if (last !== null) numbered.set(trx, last);
   };
-  const tellCommitted = <T>(value: T): T => {
-    if (changesLogged) {
-      changesLogged = false;
-      for (const listener of committedListeners) listener();
-    }
-    return value;
+  const tellCommitted = (trx: object | null) => {
+    const last = trx === null ? undefined : numbered.get(trx);
+    if (last === undefined) return;
+    numbered.delete(trx!);
+    for (const listener of committedListeners) listener(last);
   };
   const group = dialect === 'sqlite' ? new GroupCommit(db, { beforeCommit }) : null;
   return {
@@ -82,18 +84,23 @@ function storageOf(db: Kysely<Database>, dialect: Dialect, pool: pg.Pool | null)
     dialect,
     pool,
     lockForUpdate: (query) => (dialect === 'postgres' ? query.forUpdate() : query),
-    transact: (work) =>
-      (group
-        ? group.run(work)
+    transact: async (work) => {
+      let transaction: object | null = null;
+      const unit = (trx: Transaction<Database>) => {
+        transaction = trx;
+        return work(trx);
+      };
+      const value = await (group
+        ? group.run(unit)
         : db.transaction().execute(async (trx) => {
-            const value = await work(trx);
+            const result = await unit(trx);
             await beforeCommit(trx);
-            return value;
-          })
-      ).then(tellCommitted, (error: unknown) => {
-        tellCommitted(null);
-        throw error;
-      }),
+            return result;
+          }));
+      // A failed unit of a group commit that committed others' changes is told by those units.
+      tellCommitted(transaction);
+      return value;
+    },
     onChangesCommitted(listener) {
       committedListeners.add(listener);
       return () => committedListeners.delete(listener);
