@@ -54,6 +54,11 @@ interface KnownKey {
 /** Looks keys up by their hash, with a short cache, and keeps `last_used_at`. */
 export class ApiKeys {
   private readonly known = new Map<string, KnownKey>();
+  /**
+   * Reads under way, by hash: the requests that find a key unknown or due at once (every open
+   * connection of a busy client, each time the TTL runs out) share one read (issue 18).
+   */
+  private readonly reading = new Map<string, Promise<KnownKey | undefined>>();
 
   constructor(
     private readonly db: Kysely<Database>,
@@ -68,13 +73,8 @@ export class ApiKeys {
     const now = this.now();
     let known = this.known.get(hash);
     if (known === undefined || now - known.readAt > KEY_CACHE_TTL_MS) {
-      known = await this.read(hash, now);
-      if (known === undefined) {
-        this.known.delete(hash);
-        throw new InvalidToken('The API key is unknown or revoked.');
-      }
-      if (this.known.size >= KEY_CACHE_SIZE) this.known.delete(this.known.keys().next().value!);
-      this.known.set(hash, known);
+      known = await this.lookUp(hash, now);
+      if (known === undefined) throw new InvalidToken('The API key is unknown or revoked.');
     }
     if (known.expiresAt !== null && known.expiresAt <= now) throw new InvalidToken('The API key has expired.');
     await this.noteUse(known, now);
@@ -84,6 +84,33 @@ export class ApiKeys {
   /** Drops what this process knows of a key, at once (its revoke has committed). */
   forget(hash: string): void {
     this.known.delete(hash);
+    // A read under way may have seen the key before its revoke: it is not filed.
+    this.reading.delete(hash);
+  }
+
+  /** Reads a key (one read at a time per key) and files what it found, unless forgotten meanwhile. */
+  private lookUp(hash: string, now: number): Promise<KnownKey | undefined> {
+    const under = this.reading.get(hash);
+    if (under !== undefined) return under;
+    const read: Promise<KnownKey | undefined> = this.read(hash, now).then(
+      (known) => {
+        if (this.reading.get(hash) !== read) return known;
+        this.reading.delete(hash);
+        if (known === undefined) {
+          this.known.delete(hash);
+        } else {
+          if (this.known.size >= KEY_CACHE_SIZE) this.known.delete(this.known.keys().next().value!);
+          this.known.set(hash, known);
+        }
+        return known;
+      },
+      (error: unknown) => {
+        if (this.reading.get(hash) === read) this.reading.delete(hash);
+        throw error;
+      },
+    );
+    this.reading.set(hash, read);
+    return read;
   }
 
   private async read(hash: string, readAt: number): Promise<KnownKey | undefined> {
