@@ -7,7 +7,8 @@
 //   node bench/profile.js --scenario get --scenario post [--duration 8] [--prof] [--top 30] [--floor]
 //
 // Scenarios: root (GET /api/v1/, the pipeline without a database read), get (one experience),
-// page (a page of 100), post (create with Bearer), basic (create with Basic).
+// page (a page of 100), post (create with Bearer), basic (create with Basic), postkey (create
+// with a new Idempotency-Key each), batch (POST /api/v1/batch/ of 100 creates: CPU per batch).
 // BENCH_DATABASE_URL / BENCH_REDIS_URL as for `npm run bench`. Needs Linux for the CPU figures.
 import { copyFileSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
@@ -17,7 +18,7 @@ import autocannon from 'autocannon';
 import { GET_ONE, GET_PAGE, post } from './http-scenarios.js';
 import { cpuSeconds } from './memory.js';
 import { Processes } from './processes.js';
-import { basicAuth, bearerAuth, freshStore, restwireEnv, seedExperiences, startServe } from './restwire.js';
+import { EXPERIENCE, basicAuth, bearerAuth, freshStore, restwireEnv, seedExperiences, startServe } from './restwire.js';
 
 const FLOOR = fileURLToPath(new URL('./floor.js', import.meta.url));
 
@@ -27,6 +28,14 @@ const SCENARIOS = {
   page: () => GET_PAGE,
   post: (bearer) => post(bearer),
   basic: () => post(basicAuth),
+  // Issue #20: a create with a new Idempotency-Key each, and a batch of 100 creates.
+  postkey: (bearer) => {
+    let sent = 0;
+    const request = post(bearer);
+    const setupRequest = (r) => ({ ...r, headers: { ...r.headers, 'idempotency-key': `profile-${process.pid}-${Date.now()}-${++sent}` } });
+    return { ...request, requests: [{ method: request.method, setupRequest }] };
+  },
+  batch: (bearer) => ({ ...post(bearer), path: '/api/v1/batch/', body: JSON.stringify({ requests: Array.from({ length: 100 }, () => ({ method: 'POST', path: '/api/v1/experiences/', body: EXPERIENCE })) }) }),
 };
 
 /** The heaviest functions of a .cpuprofile, by self time and by time including callees. */

@@ -1,8 +1,22 @@
 // Starting the real restwire CLI for a benchmark, and the few API calls the benchmark makes
 // outside the timed load (token, seed records, webhooks), as a client would.
+import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
 export const BIN = fileURLToPath(new URL('../bin/restwire.js', import.meta.url));
+
+/**
+ * How the CLI's shebang starts Node (`#!/usr/bin/env -S [NAME=value …] node [flags …]`): the
+ * environment and V8 flags `restwire` runs with when started as a command (issue 21: the young
+ * generation's size). The benchmark starts `node bin/restwire.js` with the same, so that it
+ * measures what a deployment runs.
+ */
+export const CLI_LAUNCH = (() => {
+  const words = readFileSync(BIN, 'utf8').split('\n', 1)[0].replace(/^#!\S*env\s+(-S\s+)?/, '').split(/\s+/).filter(Boolean);
+  const node = words.indexOf('node');
+  const env = Object.fromEntries(words.slice(0, Math.max(0, node)).map((word) => word.split('=', 2)));
+  return { env, nodeArgs: node === -1 ? [] : words.slice(node + 1) };
+})();
 
 export const ADMIN = { username: 'bench-admin', password: 'bench-password-1' };
 
@@ -40,7 +54,7 @@ export function restwireEnv(store, extra = {}) {
 
 /** `restwire serve` on a free port of 127.0.0.1; resolves once /healthz answers. */
 export function startServe(processes, env, name = 'restwire serve', args = ['serve'], nodeArgs = []) {
-  return processes.startServer(name, BIN, args, env, { readyPath: '/healthz', nodeArgs });
+  return processes.startServer(name, BIN, args, { ...CLI_LAUNCH.env, ...env }, { readyPath: '/healthz', nodeArgs: [...CLI_LAUNCH.nodeArgs, ...nodeArgs] });
 }
 
 /**
@@ -48,7 +62,7 @@ export function startServe(processes, env, name = 'restwire serve', args = ['ser
  * { skipped } when the CLI has no such command yet.
  */
 export async function startWorker(processes, env, name = 'restwire worker') {
-  const handle = processes.start(name, BIN, ['worker'], env);
+  const handle = processes.start(name, BIN, ['worker'], { ...CLI_LAUNCH.env, ...env }, { nodeArgs: CLI_LAUNCH.nodeArgs });
   const outcome = await Promise.race([
     handle.exited.then((code) => ({ code })),
     new Promise((resolve) => setTimeout(() => resolve(null), 1000)),

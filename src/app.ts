@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import cors from '@fastify/cors';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyRequest } from 'fastify';
 import { createAuthentication } from './auth/authentication.js';
@@ -9,7 +8,7 @@ import type { Storage } from './db/database.js';
 import { DatabaseOutage } from './db/outage.js';
 import { registerBrowsableAssets } from './http/browsable/assets.js';
 import { loginView } from './http/browsable/login-view.js';
-import { logSetup } from './http/logging.js';
+import { logSetup, requestIds } from './http/logging.js';
 import { ChangeFeed } from './db/change-feed.js';
 import { StreamRegistry } from './http/event-stream.js';
 import { createMetrics, type Metrics } from './http/metrics.js';
@@ -85,7 +84,7 @@ export async function buildApp(config: Config, storage: Storage, options: AppOpt
   const server = Fastify({
     logger: logging.options,
     ...(logging.logController ? { logController: logging.logController } : {}),
-    genReqId: () => randomUUID(),
+    genReqId: requestIds(),
     // A child logger per request cost more than the rest of Fastify's work on a small request
     // (issue #6). Request logs are at info, so below that level every request shares the
     // server's logger, and the error handler names the request id itself.
@@ -113,9 +112,10 @@ export async function buildApp(config: Config, storage: Storage, options: AppOpt
       ? null
       : await (await import('./http/throttling/redis-store.js')).openRedisStore(config, { log: server.log, counters: metrics.rateLimitStore });
   if (redis) server.addHook('onClose', redis.close);
-  const limiters = options.limiterFactory ?? redis?.limiters ?? memoryLimiter;
-  const auth = await createAuthentication({ config, storage, keys, users: userStore, limiterFactory: limiters });
-  const throttle = new RequestThrottle({ anon: config.rateLimitAnon, user: config.rateLimitUser }, limiters);
+  const shared = options.limiterFactory ?? redis?.limiters ?? null;
+  const auth = await createAuthentication({ config, storage, keys, users: userStore, limiterFactory: shared ?? memoryLimiter });
+  // Without a shared store, requests are counted in this process's own windows (request-throttle.ts).
+  const throttle = new RequestThrottle({ anon: config.rateLimitAnon, user: config.rateLimitUser }, shared);
   const secretBox = createSecretBox(keys.secretKey);
   // Stored responses are sealed as webhook secrets are: one may hold a secret shown once (REQUESTS.md §1).
   const idempotency = createIdempotency({ storage, sealer: secretBox, ttlMs: config.idempotencyTtlMs });
@@ -156,7 +156,7 @@ export async function buildApp(config: Config, storage: Storage, options: AppOpt
       delegator: (request, callback) => callback(null, { ...corsOptions, preflight: isPreflight(request) }),
     });
   }
-  server.addHook('onRequest', pipeline.initial);
+  server.addHook('onRequest', pipeline.onRequest);
 
   const cursors = new CursorCodec(keys.derive('cursor'));
   const dispatcher = createDispatcher(config, storage, { secretKey: keys.secretKey, log: server.log, registry: metrics.registry });

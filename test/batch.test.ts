@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openStream } from './support/event-stream.js';
 import { createProject, runOk, type Project } from './support/project.js';
 import { startReceiver, type Receiver } from './support/receiver.js';
 import { BACKENDS, adminAuth, createTestDatabase, startServer, type RunningServer, type TestDatabase } from './support/server.js';
@@ -124,6 +125,35 @@ describe.each(BACKENDS)('batch on %s', (backend) => {
     expect(events().filter((event) => event.includes('Ghost') || event.includes('Never'))).toEqual([]);
   });
 
+  it("a batch's changes reach a stream once committed, in order, with positions of their own; a failed batch's none", async () => {
+    const stream = await openStream(`${server.url}/api/v1/authors/`, { authorization: adminAuth });
+    try {
+      expect(stream.status).toBe(200);
+      const failed = await batch(server, [
+        { method: 'POST', path: '/api/v1/authors/', body: { name: 'Streamed ghost' } },
+        { method: 'POST', path: '/api/v1/books/', body: { title: '', author: '$0.url' } },
+      ]);
+      expect(failed.status).toBe(400);
+      const names = ['Streamed 1', 'Streamed 2', 'Streamed 3'];
+      const response = await batch(server, [
+        ...names.slice(0, 2).map((name) => ({ method: 'POST', path: '/api/v1/authors/', body: { name } })),
+        { method: 'PATCH', path: '$0.url', body: { name: names[2] } },
+      ]);
+      expect(response.status).toBe(200);
+      const messages = await stream.waitFor(3);
+      expect(messages.map((m) => [m.event, m.json().record.name])).toEqual([
+        ['created', 'Streamed 1'],
+        ['created', 'Streamed 2'],
+        ['updated', 'Streamed 3'],
+      ]);
+      const positions = messages.map((m) => Number(m.id));
+      expect(positions[1]).toBe(positions[0]! + 1);
+      expect(positions[2]).toBe(positions[0]! + 2);
+    } finally {
+      stream.close();
+    }
+  });
+
   it('a 404 or 412 fails the batch with its status and no errors', async () => {
     const missing = await batch(server, [
       { method: 'POST', path: '/api/v1/authors/', body: { name: 'Before 404' } },
@@ -189,6 +219,30 @@ describe.each(BACKENDS)('batch on %s', (backend) => {
     expect(again.headers.get('idempotent-replayed')).toBe('true');
     expect(await again.text()).toBe(text);
     expect((await names('authors')).filter((name) => name === 'Keyed')).toHaveLength(1);
+  });
+
+  it('a keyed batch failing after a write stores nothing of it, and its 400 is replayed, no event', async () => {
+    const requests = [
+      { method: 'POST', path: '/api/v1/authors/', body: { name: 'Keyed ghost' } },
+      { method: 'POST', path: '/api/v1/books/', body: { title: '', author: '$0.url' } },
+    ];
+    const first = await batch(server, requests, { 'Idempotency-Key': 'batch-failing' });
+    expect(first.status).toBe(400);
+    const text = await first.text();
+    expect(JSON.parse(text)).toMatchObject({ failed_index: 1 });
+    const again = await batch(server, requests, { 'Idempotency-Key': 'batch-failing' });
+    expect(again.status).toBe(400);
+    expect(again.headers.get('idempotent-replayed')).toBe('true');
+    expect(await again.text()).toBe(text);
+    expect(await names('authors')).not.toContain('Keyed ghost');
+    const marker = await fetch(`${server.url}/api/v1/authors/`, {
+      method: 'POST',
+      headers: { authorization: adminAuth, 'content-type': 'application/json' },
+      body: JSON.stringify({ name: 'Keyed marker' }),
+    });
+    expect(marker.status).toBe(201);
+    await receiver.waitFor(() => events().includes('author created Keyed marker'));
+    expect(events().filter((event) => event.includes('Keyed ghost'))).toEqual([]);
   });
 });
 

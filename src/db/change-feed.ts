@@ -57,7 +57,12 @@ export class ChangeFeed {
   /** Starts following at the last committed position. */
   async start(): Promise<void> {
     this.#last = (await changePositions(this.#storage.db)).last;
-    this.#stops.push(this.#storage.onChangesCommitted((last) => this.wake(last)));
+    // A PostgreSQL commit's own position comes with its NOTIFY: unless changes are wanted now, that is enough.
+    const committed = (last: number | null) => {
+      if (last !== null) this.wake(last);
+      else if (this.#wanted()) this.wake();
+    };
+    this.#stops.push(this.#storage.onChangesCommitted(committed));
     // A numbering transaction's payload is its last position; another NOTIFY may carry none.
     const notified = (payload?: string) => this.wake(payload && /^\d+$/.test(payload) ? Number(payload) : undefined);
     this.#stops.push(listenOn(this.#storage, CHANGES_CHANNEL, notified, this.#options.onError));

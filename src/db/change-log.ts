@@ -1,4 +1,6 @@
 import { CompiledQuery, sql, type Kysely, type Transaction } from 'kysely';
+import type { DynamicDb } from './dynamic-tables.js';
+import { sendLater } from './pipelining.js';
 import type { ChangeLogRow, Database } from './schema.js';
 
 // The change log (issue 23, STREAMS.md §3): one row per committed change, the record as it was
@@ -16,7 +18,8 @@ import type { ChangeLogRow, Database } from './schema.js';
 // - SQLite has one writer, so its commits are in order already; the same step serves both, and a
 //   group commit (group-commit.ts) numbers its whole batch once.
 //
-// Only the tail of a writing transaction (three short statements) is serialised: see
+// Only the tail of a writing transaction (one statement and the COMMIT on PostgreSQL, sent
+// together) is serialised: see
 // docs/ARCHITECTURE.md for what it costs concurrent writers.
 
 type Executor = Transaction<Database> | Kysely<Database>;
@@ -48,20 +51,58 @@ const unnumbered = new WeakSet<object>();
 /** Rows one INSERT writes (10 values a row: far below either database's bound-parameter limit). */
 const INSERT_BATCH = 1_000;
 
-/** Appends changes, unnumbered, within the change's transaction. */
+// Changes a write unit holds back to append together, by transaction: a batch's hundred creates
+// log theirs in one INSERT instead of one each (issue 20).
+const held = new WeakMap<object, NewChange[]>();
+
+/** Holds the changes appended in `trx` from now on, until `releaseChanges` or `stopHoldingChanges`. */
+export function holdChanges(trx: object): void {
+  held.set(trx, []);
+}
+
+/** Appends the changes held in `trx`, in the order they were made, and holds no more. */
+export async function releaseChanges(trx: Executor | DynamicDb): Promise<void> {
+  const changes = held.get(trx);
+  held.delete(trx);
+  // A viewset's transaction, typed for its collections' tables: the same connection.
+  if (changes) await appendChanges(trx as unknown as Executor, changes);
+}
+
+/** Forgets the changes held in `trx` and holds no more (their writes rolled back). */
+export function stopHoldingChanges(trx: object): void {
+  held.delete(trx);
+}
+
+/** How many changes `trx` holds: where a savepoint starts, to drop those made after it if it rolls back. */
+export function heldChangeCount(trx: object): number {
+  return held.get(trx)?.length ?? 0;
+}
+
+/** Drops the changes `trx` holds from position `from` on: their savepoint rolled back. */
+export function dropHeldChanges(trx: object, from: number): void {
+  held.get(trx)?.splice(from);
+}
+
+/** Appends changes, unnumbered, within the change's transaction (or holds them, see `holdChanges`). */
 export async function appendChanges(trx: Executor, changes: readonly NewChange[]): Promise<void> {
   if (changes.length === 0) return;
+  const holding = held.get(trx);
+  if (holding) {
+    holding.push(...changes);
+    return;
+  }
   const now = Date.now();
   if (changes.length === 1) {
     // Every single write logs one change: its INSERT is compiled once per dialect, as the viewset's
     // hottest SELECT is; building it with Kysely per write was a visible part of a create's CPU (issue 18).
+    // Sent without waiting on PostgreSQL (db/pipelining.ts): its answer matters only at commit.
     const compiled = singleInsertOf(trx);
-    await trx.executeQuery(CompiledQuery.raw(compiled.sql, rowValues(changes[0]!, now)));
+    await sendLater(trx, CompiledQuery.raw(compiled.sql, rowValues(changes[0]!, now)));
     unnumbered.add(trx);
     return;
   }
   for (let start = 0; start < changes.length; start += INSERT_BATCH) {
-    await trx
+    const insert = trx
       .insertInto('change_log')
       .values(
         changes.slice(start, start + INSERT_BATCH).map((change) => ({
@@ -76,7 +117,8 @@ export async function appendChanges(trx: Executor, changes: readonly NewChange[]
           created_at: now,
         })),
       )
-      .execute();
+      .compile();
+    await sendLater(trx, insert);
   }
   unnumbered.add(trx);
 }
@@ -113,14 +155,37 @@ function singleInsertOf(trx: Executor): CompiledQuery {
 
 const COUNT_UNNUMBERED = CompiledQuery.raw('select count(*) as n from change_log where position is null');
 
+// PostgreSQL numbers in one statement: the transaction's own unnumbered rows (`pending`, read by
+// the statement's snapshot: other transactions' uncommitted rows are invisible), the counter
+// moved past them (its row lock held until commit; an UPDATE that waited for it re-reads the
+// newest `last`), the rows given their positions, and the NOTIFY. Data-modifying CTEs always run
+// to completion; the outer SELECT returns the new last position, or no row when nothing was pending.
+const NUMBER_POSTGRES = CompiledQuery.raw(`
+  with pending as (
+    select id, row_number() over (order by id) as rank, count(*) over () as n from change_log where position is null
+  ), counter as (
+    update change_positions set last = last + (select count(*) from pending) where id = 1 and exists (select from pending) returning last
+  ), numbered as (
+    update change_log set position = counter.last - pending.n + pending.rank from pending, counter where change_log.id = pending.id
+  )
+  select last, pg_notify('${CHANGES_CHANNEL}', last::text) from counter`);
+
 /**
  * The transaction's last step: numbers its changes (in the order they were written) after the
- * last position taken, holding the counter's row lock until commit. Returns the new last
- * position, or null when the transaction wrote none.
+ * last position taken, holding the counter's row lock until commit. Returns null when the
+ * transaction logged no changes, else the last position taken (null on PostgreSQL, where the
+ * numbering is sent with the COMMIT: its NOTIFY carries the position).
  */
-export async function numberChanges(trx: Transaction<Database>, dialect: Dialect): Promise<number | null> {
+export async function numberChanges(trx: Transaction<Database>, dialect: Dialect): Promise<{ readonly last: number | null } | null> {
   if (!unnumbered.has(trx)) return null;
   unnumbered.delete(trx);
+  if (dialect === 'postgres') {
+    // One statement instead of four, sent with the COMMIT (db/pipelining.ts): the counter's lock
+    // is held from here to the commit, and no round trip to this process happens inside it, so a
+    // busy event loop here never keeps other writers from numbering (docs/ARCHITECTURE.md).
+    await sendLater(trx, NUMBER_POSTGRES);
+    return { last: null };
+  }
   // Only this transaction's rows are unnumbered: every committed row has a position, and other
   // transactions' uncommitted rows are invisible. (A group commit's rolled-back unit took its rows with it.)
   const { rows } = await trx.executeQuery<{ n: number | string }>(COUNT_UNNUMBERED);
@@ -132,8 +197,7 @@ export async function numberChanges(trx: Transaction<Database>, dialect: Dialect
     update change_log set position = ${last - count} + numbered.rank
     from (select id, row_number() over (order by id) as rank from change_log where position is null) numbered
     where change_log.id = numbered.id`.execute(trx);
-  if (dialect === 'postgres') await sql`select pg_notify(${CHANGES_CHANNEL}, ${String(last)})`.execute(trx);
-  return last;
+  return { last };
 }
 
 /** The last committed position (0 before any change) and the newest one pruning has removed. */

@@ -1,12 +1,13 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import SQLite from 'better-sqlite3';
-import { CompiledQuery, Kysely, PostgresDialect, sql, type Transaction } from 'kysely';
+import { CompiledQuery, Kysely, sql, type Transaction } from 'kysely';
 import type pg from 'pg';
 import type { Config } from '../config.js';
 import { numberChanges } from './change-log.js';
 import { GroupCommit } from './group-commit.js';
 import { migrateToLatest } from './migrations.js';
+import { PipelinedPostgresDialect } from './pipelining.js';
 import { RestwireSqliteDialect } from './sqlite-driver.js';
 import type { Database } from './schema.js';
 
@@ -24,8 +25,8 @@ export interface Storage {
    */
   lockForUpdate<Q extends { forUpdate(): Q }>(query: Q): Q;
   /**
-   * Runs a record write in a transaction and settles once it has committed. On SQLite, writes
-   * that arrive together share one commit (`group-commit.ts`); on PostgreSQL each has its own.
+   * Runs a record write in a transaction and settles once it has committed. Writes that arrive
+   * together share one commit, each in its own savepoint (`group-commit.ts`).
    */
   transact<T>(work: (trx: Transaction<Database>) => Promise<T>): Promise<T>;
   /**
@@ -34,11 +35,12 @@ export interface Storage {
    */
   dataVersion(): Promise<string>;
   /**
-   * Calls `listener` with the last position it numbered after a `transact` of this process that
-   * logged changes has committed (the change feed's wake-up on SQLite; db/change-feed.ts).
-   * Returns a function that stops it.
+   * Calls `listener` with the last position it numbered (null when only the commit learnt it:
+   * PostgreSQL, whose NOTIFY carries it) after a `transact` of this process that logged changes
+   * has committed (the change feed's wake-up on SQLite; db/change-feed.ts). Returns a function
+   * that stops it.
    */
-  onChangesCommitted(listener: (last: number) => void): () => void;
+  onChangesCommitted(listener: (last: number | null) => void): () => void;
   /** True when the database answers a trivial query (for /readyz). */
   ping(): Promise<boolean>;
   close(): Promise<void>;
@@ -63,14 +65,15 @@ export async function openStorage(
 }
 
 function storageOf(db: Kysely<Database>, dialect: Dialect, pool: pg.Pool | null): Storage {
-  const committedListeners = new Set<(last: number) => void>();
-  // The last position each transaction numbered (a group commit's units share one transaction),
-  // told to listeners once it has committed: by then every position up to it is committed too.
-  const numbered = new WeakMap<object, number>();
+  const committedListeners = new Set<(last: number | null) => void>();
+  // The last position each transaction numbered (a group commit's units share one transaction;
+  // null when only the commit learns it), told to listeners once it has committed: by then every
+  // position up to it is committed too.
+  const numbered = new WeakMap<object, number | null>();
   // The change log's numbering is every write transaction's last step (db/change-log.ts).
   const beforeCommit = async (trx: Transaction<Database>) => {
-    const last = await numberChanges(trx, dialect);
-    if (last !== null) numbered.set(trx, last);
+    const numbering = await numberChanges(trx, dialect);
+    if (numbering !== null) numbered.set(trx, numbering.last);
   };
   const tellCommitted = (trx: object | null) => {
     const last = trx === null ? undefined : numbered.get(trx);
@@ -78,7 +81,14 @@ function storageOf(db: Kysely<Database>, dialect: Dialect, pool: pg.Pool | null)
     numbered.delete(trx!);
     for (const listener of committedListeners) listener(last);
   };
-  const group = dialect === 'sqlite' ? new GroupCommit(db, { beforeCommit }) : null;
+  // Writes share commits on both databases (group-commit.ts): on SQLite to write the WAL's pages
+  // once, on PostgreSQL because the change log's numbering holds one row lock from the numbering
+  // to the commit (db/change-log.ts), so transactions that each numbered their own changes would
+  // commit one at a time, each waiting for its own WAL flush.
+  // On PostgreSQL a few batches run at once, on connections of their own, so that one batch's
+  // statements run while another waits for the counter's lock or its commit's WAL flush; the pool
+  // (10) keeps the rest for reads and the two LISTENing connections.
+  const group = new GroupCommit(db, { beforeCommit, lanes: dialect === 'postgres' ? POSTGRES_WRITE_LANES : 1 });
   return {
     db,
     dialect,
@@ -86,17 +96,10 @@ function storageOf(db: Kysely<Database>, dialect: Dialect, pool: pg.Pool | null)
     lockForUpdate: (query) => (dialect === 'postgres' ? query.forUpdate() : query),
     transact: async (work) => {
       let transaction: object | null = null;
-      const unit = (trx: Transaction<Database>) => {
+      const value = await group.run((trx) => {
         transaction = trx;
         return work(trx);
-      };
-      const value = await (group
-        ? group.run(unit)
-        : db.transaction().execute(async (trx) => {
-            const result = await unit(trx);
-            await beforeCommit(trx);
-            return result;
-          }));
+      });
       // A failed unit of a group commit that committed others' changes is told by those units.
       tellCommitted(transaction);
       return value;
@@ -120,6 +123,9 @@ function storageOf(db: Kysely<Database>, dialect: Dialect, pool: pg.Pool | null)
     close: () => db.destroy(),
   };
 }
+
+/** Write batches running at once on PostgreSQL (GroupCommit lanes). */
+const POSTGRES_WRITE_LANES = 4;
 
 const DATA_VERSION = {
   // data_version moves when another connection (another process) commits; total_changes() when
@@ -155,9 +161,12 @@ async function openPostgres(connectionString: string): Promise<Storage> {
   // PostgreSQL returns int8 (bigint) as a string to protect precision; our ids and millisecond
   // timestamps stay far below 2^53, so numbers are safe and keep both dialects alike.
   pg.types.setTypeParser(pg.types.builtins.INT8, (value) => Number(value));
-  const pool = new pg.Pool({ connectionString, max: 10, connectionTimeoutMillis: 5000 });
+  // Pipeline mode: a transaction's statements that need no answer yet go out without waiting
+  // for the one before (pipelining.ts); queries awaited one by one behave as without it.
+  const options: pg.PoolConfig & { pipeline: boolean } = { connectionString, max: 10, connectionTimeoutMillis: 5000, pipeline: true };
+  const pool = new pg.Pool(options);
   // An idle client that loses its server must not crash the process; the next query reconnects.
   pool.on('error', () => {});
-  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+  const db = new Kysely<Database>({ dialect: new PipelinedPostgresDialect({ pool }) });
   return storageOf(db, 'postgres', pool);
 }

@@ -1,7 +1,8 @@
-import { sql, type Kysely, type Transaction } from 'kysely';
+import { CompiledQuery, sql, type Kysely, type Transaction } from 'kysely';
 import type pg from 'pg';
 import type { Storage } from './database.js';
 import type { Database, DeliveryRow } from './schema.js';
+import { sendLater } from './pipelining.js';
 
 /**
  * The delivery queue's dialect-specific SQL, in one place (STYLE.md 6): claiming due work with
@@ -145,9 +146,12 @@ export async function deliveriesByStatus(db: Kysely<Database>): Promise<Map<stri
   return new Map(rows.map((row) => [row.status, Number(row.n)]));
 }
 
+const ANNOUNCE = CompiledQuery.raw(`select pg_notify('${CHANNEL}', '')`);
+
 /** Inside the transaction that enqueued work: wakes listening workers once it commits (PostgreSQL). */
 export async function announceDeliveries(storage: Storage, trx: Transaction<Database> | Kysely<Database>): Promise<void> {
-  if (storage.dialect === 'postgres') await sql`select pg_notify(${CHANNEL}, '')`.execute(trx);
+  // Within a write's transaction, sent with what follows it (db/pipelining.ts).
+  if (storage.dialect === 'postgres') await sendLater(trx, ANNOUNCE);
 }
 
 /**

@@ -1,4 +1,5 @@
 import { CompiledQuery, type Kysely, type Transaction } from 'kysely';
+import { afterFailure, sendLater } from './pipelining.js';
 
 /** A piece of write work that runs inside a transaction it shares with others. */
 export type TransactionWork<DB, T> = (trx: Transaction<DB>) => Promise<T>;
@@ -40,21 +41,34 @@ const ROLLBACK_TO = CompiledQuery.raw('rollback to unit');
  * `trx`) would wait forever. (An AsyncLocalStorage guard against nesting was tried: its promise
  * hooks cost a tenth of every request's CPU.)
  *
- * PostgreSQL does not use this: each transaction there has its own pooled connection, and the
- * server groups WAL flushes itself.
+ * PostgreSQL uses it too, with a few batches at once (`lanes`), each on its own pooled connection:
+ * the change log's numbering (change-log.ts) holds the counter's row lock until commit, so
+ * transactions of one write each would commit one at a time, each waiting for its own WAL flush.
  */
 export class GroupCommit<DB> {
   readonly #db: Kysely<DB>;
   readonly #maxBatch: number;
   readonly #beforeCommit: ((trx: Transaction<DB>) => Promise<void>) | null;
+  readonly #lanes: number;
   readonly #queue: Unit<DB>[] = [];
-  #draining = false;
+  /** Batches running now (each its own transaction), at most `#lanes`. */
+  #running = 0;
+  #scheduled = false;
 
-  /** `beforeCommit` runs once per shared transaction, after its last unit (the change log's numbering). */
-  constructor(db: Kysely<DB>, { maxBatch = 64, beforeCommit }: { maxBatch?: number; beforeCommit?: (trx: Transaction<DB>) => Promise<void> } = {}) {
+  /**
+   * `beforeCommit` runs once per shared transaction, after its last unit (the change log's
+   * numbering). `lanes` batches may run at once, each in its own transaction (1 on SQLite: one
+   * connection; more on PostgreSQL, whose batches number their changes one after the other).
+   */
+  constructor(
+    db: Kysely<DB>,
+    { maxBatch = 64, lanes = 1, beforeCommit }: { maxBatch?: number; lanes?: number; beforeCommit?: (trx: Transaction<DB>) => Promise<void> } = {},
+  ) {
     if (!Number.isSafeInteger(maxBatch) || maxBatch < 1) throw new RangeError('maxBatch must be a positive integer');
+    if (!Number.isSafeInteger(lanes) || lanes < 1) throw new RangeError('lanes must be a positive integer');
     this.#db = db;
     this.#maxBatch = maxBatch;
+    this.#lanes = lanes;
     this.#beforeCommit = beforeCommit ?? null;
   }
 
@@ -62,18 +76,24 @@ export class GroupCommit<DB> {
   run<T>(work: TransactionWork<DB, T>): Promise<T> {
     return new Promise<T>((resolve, reject) => {
       this.#queue.push({ work, resolve: resolve as (value: unknown) => void, reject });
-      if (!this.#draining) {
-        this.#draining = true;
-        setImmediate(() => void this.#drain());
-      }
+      this.#schedule();
     });
   }
 
-  async #drain(): Promise<void> {
-    while (this.#queue.length > 0) {
-      await this.#commit(this.#queue.splice(0, this.#maxBatch));
-    }
-    this.#draining = false;
+  /** Starts a batch on the next turn of the event loop, if a lane is free and none is about to start. */
+  #schedule(): void {
+    if (this.#scheduled || this.#running >= this.#lanes || this.#queue.length === 0) return;
+    this.#scheduled = true;
+    setImmediate(() => {
+      this.#scheduled = false;
+      while (this.#running < this.#lanes && this.#queue.length > 0) {
+        this.#running += 1;
+        void this.#commit(this.#queue.splice(0, this.#maxBatch)).finally(() => {
+          this.#running -= 1;
+          this.#schedule();
+        });
+      }
+    });
   }
 
   async #commit(batch: readonly Unit<DB>[]): Promise<void> {
@@ -94,14 +114,17 @@ export class GroupCommit<DB> {
     try {
       await this.#db.transaction().execute(async (trx) => {
         for (const unit of batch) {
-          await trx.executeQuery(SAVEPOINT);
+          // On PostgreSQL the savepoint rides with the unit's first statement (pipelining.ts); the
+          // release is awaited, so whatever the unit sent without waiting fails here, in its own
+          // savepoint, never in the next unit's.
+          await sendLater(trx, SAVEPOINT);
           try {
             const value = await unit.work(trx);
             await trx.executeQuery(RELEASE);
             outcomes.push({ ok: true, value });
           } catch (error) {
             try {
-              await trx.executeQuery(ROLLBACK_TO);
+              await afterFailure(trx, ROLLBACK_TO);
               await trx.executeQuery(RELEASE);
             } catch {
               // The error ended the transaction itself (an I/O error, a full disk): the whole

@@ -16,6 +16,8 @@ export const KEEP_ALIVE_MS = 10_000;
 /** A client with this much waiting for it in the server is cut off (STREAMS.md §4). */
 export const MAX_BUFFERED_BYTES = 1024 * 1024;
 
+const KEEP_ALIVE = ': keep-alive\n\n';
+
 /** How long a caller over the stream limit is told to wait. */
 const LIMIT_RETRY_AFTER_SECONDS = 10;
 
@@ -44,6 +46,12 @@ export class StreamRegistry {
   readonly #options: StreamRegistryOptions;
   readonly #open = new Set<EventSink>();
   readonly #perCaller = new Map<string, number>();
+  /**
+   * The last message written, encoded: a change fanned out to many streams is one message string
+   * handed to each sink (resources/viewset/stream.ts), encoded here once instead of once per
+   * stream, and written as bytes (no per-write length count for the chunked encoding).
+   */
+  #lastFrame: { id: number | null; event: string; data: string; bytes: Buffer } | null = null;
 
   constructor(options: StreamRegistryOptions) {
     this.#options = options;
@@ -78,15 +86,12 @@ export class StreamRegistry {
 
     let closed = false;
     const closeListeners: Array<() => void> = [];
-    let keepAlive: NodeJS.Timeout;
-    const armKeepAlive = () => {
-      clearTimeout(keepAlive);
-      keepAlive = setTimeout(() => write(': keep-alive\n\n') && armKeepAlive(), KEEP_ALIVE_MS);
-    };
+    // One timer per stream, pushed back by every message (refresh() re-arms it, also once fired).
+    const keepAlive = setTimeout(() => write(KEEP_ALIVE) && keepAlive.refresh(), KEEP_ALIVE_MS);
     /** Writes, or cuts the client once too much waits for it; false when the stream is gone. */
-    const write = (text: string): boolean => {
+    const write = (chunk: string | Buffer): boolean => {
       if (closed) return false;
-      response.write(text);
+      response.write(chunk);
       if (response.writableLength > MAX_BUFFERED_BYTES) {
         response.destroy();
         finish();
@@ -105,11 +110,12 @@ export class StreamRegistry {
       metrics.open.dec();
       for (const listener of closeListeners) listener();
     };
+    const registry = this;
     const sink: EventSink = {
       send(id, event, data) {
-        if (write(`${id === null ? '' : `id: ${id}\n`}event: ${event}\ndata: ${data}\n\n`)) {
+        if (write(registry.#frame(id, event, data))) {
           metrics.messages.inc();
-          armKeepAlive();
+          keepAlive.refresh();
         }
       },
       close() {
@@ -129,8 +135,16 @@ export class StreamRegistry {
     this.#perCaller.set(callerKey, (this.#perCaller.get(callerKey) ?? 0) + 1);
     metrics.open.inc();
     response.on('close', finish);
-    armKeepAlive();
     start(sink);
+  }
+
+  /** One message on the wire, encoded once for every sink it is handed to in a row. */
+  #frame(id: number | null, event: string, data: string): Buffer {
+    const last = this.#lastFrame;
+    if (last !== null && last.id === id && last.event === event && last.data === data) return last.bytes;
+    const bytes = Buffer.from(`${id === null ? '' : `id: ${id}\n`}event: ${event}\ndata: ${data}\n\n`);
+    this.#lastFrame = { id, event, data, bytes };
+    return bytes;
   }
 
   /** Ends every open stream (shutdown: clients reconnect elsewhere and resume, STREAMS.md §4). */

@@ -1,14 +1,16 @@
 // The Idempotency-Key stage (REQUESTS.md §1; draft-ietf-httpapi-idempotency-key-header, as
 // Stripe's): a POST or PATCH with a key runs its action in a write unit whose transaction also
 // stores the response under the caller and key, so the response commits with the change it
-// answers, or neither does; the same request again gets the stored response back.
+// answers, or neither does; the same request again gets the stored response back. The key is
+// claimed, and a stored response looked for, inside that transaction: one statement, no look-up
+// before it (issue 20).
 
 import { createHash } from 'node:crypto';
 import type { FastifyRequest } from 'fastify';
 import type { Storage } from '../db/database.js';
 import type { DynamicDb } from '../db/dynamic-tables.js';
-import { findStoredResponse, holdKey, storeResponse, type StoredResponse } from '../db/idempotency-keys.js';
-import { inSavepoint, type WriteUnit } from '../db/write-unit.js';
+import { claimKey, findStoredResponse, storeResponse, type StoredAnswer } from '../db/idempotency-keys.js';
+import type { WriteUnit } from '../db/write-unit.js';
 import { ApiError, IdempotencyKeyInUse, IdempotencyKeyReused, problemBody, ValidationError } from './errors.js';
 import type { CachedRepresentation } from './representation-cache.js';
 
@@ -69,22 +71,57 @@ interface StoredHeaders {
   etag: string | null;
 }
 
+/** Thrown out of a transaction that found, at its end, a response another process stored first. */
+class StoredMeanwhile extends Error {}
+
 /** Runs keyed requests: replays, refusals (409, 422), and first requests in a write unit. */
 export function createIdempotency({ storage, sealer, ttlMs }: IdempotencyOptions) {
-  // Keys being processed by this process. Another process's are held by the database (holdKey).
+  const { dialect } = storage;
+  // Keys being processed by this process. Another process's are held by the database (claimKey).
   const processing = new Set<string>();
 
-  function replay(stored: StoredResponse, hash: string): IdempotentOutcome {
+  function replay(stored: StoredAnswer, hash: string): IdempotentOutcome {
     if (stored.request_hash !== hash) throw new IdempotencyKeyReused();
     const { headers, contentType, etag } = JSON.parse(stored.headers) as StoredHeaders;
     const text = stored.body === null ? null : sealer.open(stored.body);
-    return { representation: { status: stored.status, headers, contentType, text, etag }, replayed: true };
+    return { representation: { status: Number(stored.status), headers, contentType, text, etag }, replayed: true };
+  }
+
+  /** The row that stores `representation` under the caller's key. */
+  function rowOf(userId: number, key: string, hash: string, representation: CachedRepresentation) {
+    const now = Date.now();
+    const { contentType, etag } = representation;
+    // The rate-limit headers are the replay's own (a batch sets X-Rate-Limit-Remaining).
+    const headers = Object.fromEntries(Object.entries(representation.headers ?? {}).filter(([name]) => !name.startsWith('x-rate-limit-')));
+    return {
+      user_id: userId,
+      key,
+      request_hash: hash,
+      status: representation.status,
+      headers: JSON.stringify({ headers, contentType, etag } satisfies StoredHeaders),
+      body: representation.text === null ? null : sealer.seal(representation.text),
+      created_at: now,
+      expires_at: now + ttlMs,
+    };
+  }
+
+  /**
+   * Stores the answer of a request that failed with `error` and changed nothing (its transaction
+   * rolled back whole), in a transaction of its own; unless another request with the key holds
+   * it or has stored an answer meanwhile, which then stands.
+   */
+  async function storeFailure(userId: number, key: string, hash: string, error: ApiError): Promise<void> {
+    await storage.transact(async (transaction) => {
+      const trx = transaction as unknown as DynamicDb;
+      const claim = await claimKey(dialect, trx, userId, key, Date.now());
+      if (claim.held && claim.stored === null) await storeResponse(dialect, trx, rowOf(userId, key, hash, problemRepresentation(error)));
+    });
   }
 
   /**
    * Answers a keyed request of `userId`: its stored response, or `respond` run once in a write
-   * unit whose transaction stores what it answered (an error worth storing is stored after its
-   * writes roll back to the savepoint, and thrown once committed).
+   * unit whose transaction stores what it answered. An error worth storing rolls the transaction
+   * back whole, is stored in one of its own, and is thrown.
    */
   return async function idempotent(
     request: FastifyRequest,
@@ -92,53 +129,38 @@ export function createIdempotency({ storage, sealer, ttlMs }: IdempotencyOptions
     key: string,
     respond: (unit: WriteUnit) => Promise<CachedRepresentation>,
   ): Promise<IdempotentOutcome> {
+    // The raw body bytes, as sent: no re-serialised JSON.
     const body = request.body instanceof Buffer ? request.body : Buffer.alloc(0);
     const hash = createHash('sha256').update(`${request.method}\n${request.url}\n`).update(body).digest('hex');
     const id = `${userId}\n${key}`;
     if (processing.has(id)) throw new IdempotencyKeyInUse();
     processing.add(id);
     try {
-      const known = await findStoredResponse(storage.db as unknown as DynamicDb, userId, key, Date.now());
-      if (known) return replay(known, hash);
-      const outcome = await storage.transact(async (transaction) => {
-        const trx = transaction as unknown as DynamicDb;
-        if (!(await holdKey(storage.dialect, trx, userId, key))) throw new IdempotencyKeyInUse();
-        // Another process may have finished it since the look-up above.
-        const stored = await findStoredResponse(trx, userId, key, Date.now());
-        if (stored) return { stored, representation: null };
-        const unit: WriteUnit = { trx, afterCommit: [] };
-        let representation: CachedRepresentation;
-        let failure: ApiError | null = null;
-        try {
-          representation = await inSavepoint(trx, () => respond(unit));
-        } catch (error) {
-          if (!(error instanceof ApiError) || !isStored(error.status)) throw error;
-          // Rolled back to the savepoint: nothing the callbacks were for was kept.
-          unit.afterCommit.length = 0;
-          failure = error;
-          representation = problemRepresentation(error);
+      let outcome;
+      try {
+        outcome = await storage.transact(async (transaction) => {
+          const trx = transaction as unknown as DynamicDb;
+          const claim = await claimKey(dialect, trx, userId, key, Date.now());
+          if (!claim.held) throw new IdempotencyKeyInUse();
+          if (claim.stored) return { stored: claim.stored, representation: null, afterCommit: [] };
+          // Every write of the request joins this transaction without a savepoint of its own: a
+          // failure rolls it back whole (and is stored afterwards, if worth storing).
+          const unit: WriteUnit = { trx, afterCommit: [], rollsBackWhole: true };
+          const representation = await respond(unit);
+          if (isStored(representation.status) && !(await storeResponse(dialect, trx, rowOf(userId, key, hash, representation)))) throw new StoredMeanwhile();
+          return { stored: null, representation, afterCommit: unit.afterCommit };
+        });
+      } catch (error) {
+        if (error instanceof StoredMeanwhile) {
+          const stored = await findStoredResponse(dialect, storage.db as unknown as DynamicDb, userId, key, Date.now());
+          if (stored) return replay(stored, hash);
+          throw new IdempotencyKeyInUse();
         }
-        if (isStored(representation.status)) {
-          const now = Date.now();
-          const { contentType, etag } = representation;
-          // The rate-limit headers are the replay's own (a batch sets X-Rate-Limit-Remaining).
-          const headers = Object.fromEntries(Object.entries(representation.headers ?? {}).filter(([name]) => !name.startsWith('x-rate-limit-')));
-          await storeResponse(trx, {
-            user_id: userId,
-            key,
-            request_hash: hash,
-            status: representation.status,
-            headers: JSON.stringify({ headers, contentType, etag } satisfies StoredHeaders),
-            body: representation.text === null ? null : sealer.seal(representation.text),
-            created_at: now,
-            expires_at: now + ttlMs,
-          });
-        }
-        return { representation, failure, afterCommit: unit.afterCommit };
-      });
-      if (outcome.representation === null) return replay(outcome.stored, hash);
+        if (error instanceof ApiError && isStored(error.status)) await storeFailure(userId, key, hash, error);
+        throw error;
+      }
+      if (outcome.representation === null) return replay(outcome.stored!, hash);
       for (const callback of outcome.afterCommit) callback();
-      if (outcome.failure) throw outcome.failure;
       return { representation: outcome.representation, replayed: false };
     } finally {
       processing.delete(id);

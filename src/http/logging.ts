@@ -3,6 +3,7 @@
 // pino's JSON lines with `reqId`, as before (issue 19). Secrets are never logged: the headers
 // that carry them are redacted wherever a request is serialised.
 
+import { randomUUID } from 'node:crypto';
 import { LogController, type FastifyReply, type FastifyRequest } from 'fastify';
 import pino, { type DestinationStream, type Logger, type LoggerOptions } from 'pino';
 import type { Config } from '../config.js';
@@ -42,6 +43,17 @@ export async function logSetup(config: Pick<Config, 'logLevel'>, output: LogOutp
     singleLine: true,
   });
   return { options: { ...base, stream }, logController: new OneLinePerRequest() };
+}
+
+/**
+ * Fastify's `genReqId`: ids in a UUID's shape, whose first 24 characters are random per process
+ * and the last 12 count its requests, so that the lines of several processes or restarts never
+ * share an id. A `randomUUID()` per request cost about 1 µs of a GET's CPU (issue 21).
+ */
+export function requestIds(): () => string {
+  const prefix = randomUUID().slice(0, 24);
+  let count = 0;
+  return () => prefix + (count++).toString(16).padStart(12, '0');
 }
 
 /** A logger for a process without an HTTP server (worker, the cluster's primary). */

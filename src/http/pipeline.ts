@@ -20,7 +20,8 @@ import { allowedMethods, type Action, type ApiRequest, type ApiResponse, type Me
  *
  *   initial  (onRequest, headers only)   route → 405 → negotiate → authenticate → throttle
  *   (Fastify reads the body, up to 1 MiB → 413)
- *   dispatch (route handler)              permit → Idempotency-Key (replay, or handle in a write
+ *   dispatch (route handler)              [initial, for a GET or HEAD: no body to read first]
+ *                                         permit → Idempotency-Key (replay, or handle in a write
  *                                         unit that stores the response: idempotency.ts)
  *                                         → handle (parses the body on first use) → render
  *                                         (a GET whose action has a `version` may reuse its last rendering)
@@ -139,7 +140,9 @@ export function createPipeline({ authenticators, throttle, idempotency, streams 
 
   async function applyThrottle(request: FastifyRequest, reply: FastifyReply, state: ApiState): Promise<void> {
     const key = state.identity ? { userId: state.identity.user.id } : { ip: request.ip };
-    const result = await throttle.hit(key);
+    const counted = throttle.hit(key);
+    // Counted in memory, the state is there at once: no promise to wait for.
+    const result = counted instanceof Promise ? await counted : counted;
     state.throttle = result;
     reply.header('x-rate-limit-limit', result.limit);
     reply.header('x-rate-limit-remaining', result.remaining);
@@ -147,7 +150,21 @@ export function createPipeline({ authenticators, throttle, idempotency, streams 
     if (!result.allowed) throw new Throttled(Math.max(1, result.resetSeconds));
   }
 
-  /** Stage 1 (onRequest): what can be decided from the request line and headers alone. */
+  /**
+   * Stage 1 as an onRequest hook, for requests that may carry a body: they are refused (405,
+   * 406, 401, 429) before Fastify reads it. A GET or HEAD to a view has none to read, so its
+   * stage 1 runs at the top of `dispatch` instead: the same stages in the same order, without a
+   * hook stage and its promise on the way (issue 21, GET one's cost).
+   */
+  function onRequest(request: FastifyRequest, reply: FastifyReply, done: (error?: Error) => void): void {
+    if ((request.method === 'GET' || request.method === 'HEAD') && request.routeOptions.config.view !== undefined) {
+      done();
+      return;
+    }
+    initial(request, reply).then(() => done(), done);
+  }
+
+  /** Stage 1: what can be decided from the request line and headers alone. */
   async function initial(request: FastifyRequest, reply: FastifyReply): Promise<void> {
     const [path, query] = requestPath(request.url);
     const view = request.routeOptions.config.view ?? null;
@@ -178,6 +195,7 @@ export function createPipeline({ authenticators, throttle, idempotency, streams 
 
   /** Stage 2 (handler): permission (an API key's scopes, then the action's), the view's action, rendering. */
   async function dispatch(request: FastifyRequest, reply: FastifyReply): Promise<void> {
+    if (request.api === null) await initial(request, reply);
     const state = request.api!;
     const view = state.view!;
     const method = request.method as Method;
@@ -226,12 +244,13 @@ export function createPipeline({ authenticators, throttle, idempotency, streams 
    */
   async function charge(request: ApiRequest, points: number): Promise<number> {
     const key = request.identity ? { userId: request.identity.user.id } : { ip: request.raw.ip };
-    const result = await throttle.take(key, points);
+    const taken = throttle.take(key, points);
+    const result = taken instanceof Promise ? await taken : taken;
     if (!result.allowed) throw new Throttled(Math.max(1, result.resetSeconds), `This batch counts as ${points + 1} requests, itself and each in it; ${result.remaining} more were left in this window. Nothing was done.`);
     return result.remaining;
   }
 
-  return { initial, dispatch, charge };
+  return { onRequest, dispatch, charge };
 }
 
 /**
@@ -302,7 +321,8 @@ function render(request: FastifyRequest, reply: FastifyReply, view: View, respon
     return { status, headers: response.headers, contentType: null, text: null, etag: null };
   }
   const mediaType = request.api!.mediaType;
-  const text = RENDERERS[mediaType]!(response.body, {
+  // JSON needs no context: most responses skip building one (issue 21, garbage per request).
+  const text = mediaType === JSON_TYPE ? renderJson(response.body) : RENDERERS[mediaType]!(response.body, {
     columns: response.columns ?? view.columns ?? [],
     title: view.name,
     method: request.method,

@@ -5,6 +5,7 @@
 
 import type { FastifyRequest } from 'fastify';
 import { allowAny } from '../auth/permissions.js';
+import { holdChanges, releaseChanges, stopHoldingChanges } from '../db/change-log.js';
 import type { Storage } from '../db/database.js';
 import type { DynamicDb } from '../db/dynamic-tables.js';
 import type { WriteUnit } from '../db/write-unit.js';
@@ -119,6 +120,18 @@ export function batchView({ storage, views, charge }: BatchOptions): View {
   }
 
   async function runAll(request: ApiRequest, items: readonly BatchItem[], unit: WriteUnit): Promise<BatchAnswer[]> {
+    // The batch's changes are logged in one statement at its end (issue 20), or not at all.
+    holdChanges(unit.trx);
+    try {
+      const answers = await runEach(request, items, unit);
+      await releaseChanges(unit.trx);
+      return answers;
+    } finally {
+      stopHoldingChanges(unit.trx);
+    }
+  }
+
+  async function runEach(request: ApiRequest, items: readonly BatchItem[], unit: WriteUnit): Promise<BatchAnswer[]> {
     const answers: BatchAnswer[] = [];
     for (const [index, item] of items.entries()) {
       // A caller that has gone (e.g. timed out while the batch waited for a connection) reads no
@@ -175,7 +188,8 @@ export function batchView({ storage, views, charge }: BatchOptions): View {
             answers = await runAll(request, items, request.unit);
           } else {
             const afterCommit: (() => void)[] = [];
-            answers = await storage.transact((trx) => runAll(request, items, { trx: trx as unknown as DynamicDb, afterCommit }));
+            // A failing request rolls the whole batch back: its writes need no savepoints of their own.
+            answers = await storage.transact((trx) => runAll(request, items, { trx: trx as unknown as DynamicDb, afterCommit, rollsBackWhole: true }));
             for (const callback of afterCommit) callback();
           }
           return { body: { responses: answers }, headers: { 'x-rate-limit-remaining': String(remaining) } };

@@ -541,6 +541,12 @@ export type ChangeListener = ((trx: Transaction<Database> | Kysely<Database>, ch
    * listener can write them together; without it, the listener is called once per change.
    */
   readonly changes?: (trx: Transaction<Database> | Kysely<Database>, changes: readonly Change[]) => Promise<void | (() => void)>;
+  /**
+   * Called at the start of a write's transaction, before its first statement: a listener may send
+   * the reads it will need without waiting for them, so they share that statement's round trip
+   * on PostgreSQL (db/pipelining.ts `sendAhead`).
+   */
+  readonly prepare?: (trx: Transaction<Database> | Kysely<Database>, resource: Resource) => Promise<void>;
 };
 
 /** The record about to change, told to `ChangeListener.beforeChange`. */

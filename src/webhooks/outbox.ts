@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Kysely, Transaction } from 'kysely';
 import { announceDeliveries } from '../db/delivery-queue.js';
+import { sendAhead, sendLater } from '../db/pipelining.js';
 import type { Storage } from '../db/database.js';
 import type { Database } from '../db/schema.js';
 import type { DynamicDb } from '../db/dynamic-tables.js';
@@ -54,7 +55,8 @@ export async function enqueueDeliveries(storage: Storage, trx: Executor, events:
 }
 
 async function insertDeliveries(trx: Executor, events: readonly NewEvent[], now: number): Promise<void> {
-  await trx
+  // Its answer matters only at commit: sent with what follows on PostgreSQL (db/pipelining.ts).
+  const insert = trx
     .insertInto('deliveries')
     .values(
       events.map((event) => ({
@@ -72,7 +74,8 @@ async function insertDeliveries(trx: Executor, events: readonly NewEvent[], now:
         record_key: event.recordKey ?? null,
       })),
     )
-    .execute();
+    .compile();
+  await sendLater(trx, insert);
 }
 
 /** Whether a webhook's `events` list (JSON text) asks for this event. */
@@ -139,7 +142,10 @@ export function outboxListener({ storage, publicUrl, wake, repositoryIds, filter
   const webhooks = (trx: Executor): Promise<ActiveWebhook[]> => {
     let lookup = webhooksOf.get(trx);
     if (lookup === undefined) {
-      lookup = trx.executeQuery(activeWebhooksQuery).then(({ rows }) => rows);
+      // Sent ahead (db/pipelining.ts): asked for before a create's insert (`prepare`), it shares its round trip.
+      lookup = sendAhead(trx, activeWebhooksQuery).then(({ rows }) => rows);
+      // Awaited when a change is told; a write that fails before then must not leave it unhandled.
+      lookup.catch(() => {});
       webhooksOf.set(trx, lookup);
     }
     return lookup;
@@ -239,7 +245,11 @@ export function outboxListener({ storage, publicUrl, wake, repositoryIds, filter
     await enqueueDeliveries(storage, trx, events);
     return events.length ? wake : undefined;
   }
-  return Object.assign(writeEventDeliveries, { beforeChange: rememberBefore, changes: writeBatchDeliveries });
+  /** A write of `resource` is about to run in `trx`: the webhooks it may need are asked for now, without waiting. */
+  async function prepare(trx: Executor, resource: { readonly event?: string | null }): Promise<void> {
+    if (resource.event) void webhooks(trx);
+  }
+  return Object.assign(writeEventDeliveries, { beforeChange: rememberBefore, changes: writeBatchDeliveries, prepare });
 }
 
 /** A webhook with its owner as the rules see them, for its filter (null when nobody's reads are judged). */

@@ -21,54 +21,120 @@ export const memoryLimiter: LimiterFactory = (rate, keyPrefix) =>
 
 /**
  * The API's request rate limit: a fixed window that starts at the key's first request
- * (API.md §6), counted by rate-limiter-flexible so that the Redis store is atomic across processes.
+ * (API.md §6). In one process it is counted in a plain map of windows, synchronously: with
+ * rate-limiter-flexible's memory store every request paid for a promise and a timer-backed record
+ * (issue 21). A `factory` (Redis, or a cluster's shared store) counts through rate-limiter-flexible
+ * instead, so that the count is atomic across processes.
  */
 export class RequestThrottle {
-  private readonly anonymous: RateLimiterAbstract;
-  private readonly authenticated: RateLimiterAbstract;
+  private readonly anonymous: Windows;
+  private readonly authenticated: Windows;
 
-  constructor(
-    private readonly rates: { anon: Rate; user: Rate },
-    factory: LimiterFactory = memoryLimiter,
-  ) {
+  constructor(rates: { anon: Rate; user: Rate }, factory: LimiterFactory | null = null) {
     // Bare names: the Redis store adds the deployment's REDIS_KEY_PREFIX (redis-store.ts).
-    this.anonymous = factory(rates.anon, 'rate:anon');
-    this.authenticated = factory(rates.user, 'rate:user');
+    this.anonymous = factory ? new SharedWindows(factory(rates.anon, 'rate:anon'), rates.anon) : new MemoryWindows(rates.anon);
+    this.authenticated = factory ? new SharedWindows(factory(rates.user, 'rate:user'), rates.user) : new MemoryWindows(rates.user);
   }
 
-  /** Counts one request against the key and reports the window's state. */
-  async hit(key: ThrottleKey): Promise<ThrottleState> {
-    const [limiter, rate, id] = this.limiterOf(key);
-    try {
-      return toState(await limiter.consume(id), rate.limit, true);
-    } catch (rejection) {
-      if (rejection instanceof RateLimiterRes) return toState(rejection, rate.limit, false);
-      throw rejection;
-    }
+  /** Counts one request against the key and reports the window's state (at once when counted in memory). */
+  hit(key: ThrottleKey): ThrottleState | Promise<ThrottleState> {
+    return 'userId' in key ? this.authenticated.take(String(key.userId), 1) : this.anonymous.take(key.ip, 1);
   }
 
   /**
    * Counts `points` more requests against the key if the window has that many left; if not,
    * counts none and reports `allowed: false` (a batch over the remaining limit is refused whole,
-   * REQUESTS.md §4). Two takes at once may both pass a check they would not pass together: the
-   * window's count stays exact, only the refusal may come one request late.
+   * REQUESTS.md §4). In a shared store two takes at once may both pass a check they would not
+   * pass together: the window's count stays exact, only the refusal may come one request late.
    */
-  async take(key: ThrottleKey, points: number): Promise<ThrottleState> {
-    const [limiter, rate, id] = this.limiterOf(key);
-    const current = await limiter.get(id);
-    if (current !== null && rate.limit - current.consumedPoints < points) {
-      return toState(Object.assign(current, { remainingPoints: Math.max(0, rate.limit - current.consumedPoints) }), rate.limit, false);
+  take(key: ThrottleKey, points: number): ThrottleState | Promise<ThrottleState> {
+    return 'userId' in key ? this.authenticated.takeAll(String(key.userId), points) : this.anonymous.takeAll(key.ip, points);
+  }
+}
+
+/** One rate's windows: `take` counts even past the limit (every request costs 1), `takeAll` counts nothing then. */
+interface Windows {
+  take(id: string, points: number): ThrottleState | Promise<ThrottleState>;
+  takeAll(id: string, points: number): ThrottleState | Promise<ThrottleState>;
+}
+
+interface Window {
+  count: number;
+  /** Date.now() at which the window ends. */
+  readonly endsAt: number;
+}
+
+/** Fixed windows of one process, in a map swept of ended windows now and then. */
+class MemoryWindows implements Windows {
+  private readonly windows = new Map<string, Window>();
+  private readonly windowMs: number;
+  private nextSweep = 0;
+
+  constructor(private readonly rate: Rate) {
+    this.windowMs = rate.windowSeconds * 1000;
+  }
+
+  take(id: string, points: number): ThrottleState {
+    const now = Date.now();
+    const window = this.current(id, now);
+    window.count += points;
+    return this.state(window, now, window.count <= this.rate.limit);
+  }
+
+  takeAll(id: string, points: number): ThrottleState {
+    const now = Date.now();
+    const window = this.current(id, now);
+    if (this.rate.limit - window.count < points) return this.state(window, now, false);
+    window.count += points;
+    return this.state(window, now, true);
+  }
+
+  private current(id: string, now: number): Window {
+    let window = this.windows.get(id);
+    if (window === undefined || window.endsAt <= now) {
+      // Ended windows of keys never seen again would stay for ever: drop them, at most once a window (or minute).
+      if (now >= this.nextSweep) {
+        for (const [key, old] of this.windows) if (old.endsAt <= now) this.windows.delete(key);
+        this.nextSweep = now + Math.min(this.windowMs, 60_000);
+      }
+      window = { count: 0, endsAt: now + this.windowMs };
+      this.windows.set(id, window);
     }
+    return window;
+  }
+
+  private state(window: Window, now: number, allowed: boolean): ThrottleState {
+    return {
+      allowed,
+      limit: this.rate.limit,
+      remaining: Math.max(0, this.rate.limit - window.count),
+      resetSeconds: Math.max(0, Math.ceil((window.endsAt - now) / 1000)),
+    };
+  }
+}
+
+/** Windows counted by rate-limiter-flexible in a store shared by processes (Redis, a cluster's primary). */
+class SharedWindows implements Windows {
+  constructor(
+    private readonly limiter: RateLimiterAbstract,
+    private readonly rate: Rate,
+  ) {}
+
+  async take(id: string, points: number): Promise<ThrottleState> {
     try {
-      return toState(await limiter.consume(id, points), rate.limit, true);
+      return toState(await this.limiter.consume(id, points), this.rate.limit, true);
     } catch (rejection) {
-      if (rejection instanceof RateLimiterRes) return toState(rejection, rate.limit, false);
+      if (rejection instanceof RateLimiterRes) return toState(rejection, this.rate.limit, false);
       throw rejection;
     }
   }
 
-  private limiterOf(key: ThrottleKey): [RateLimiterAbstract, Rate, string] {
-    return 'userId' in key ? [this.authenticated, this.rates.user, String(key.userId)] : [this.anonymous, this.rates.anon, key.ip];
+  async takeAll(id: string, points: number): Promise<ThrottleState> {
+    const current = await this.limiter.get(id);
+    if (current !== null && this.rate.limit - current.consumedPoints < points) {
+      return toState(Object.assign(current, { remainingPoints: Math.max(0, this.rate.limit - current.consumedPoints) }), this.rate.limit, false);
+    }
+    return this.take(id, points);
   }
 }
 

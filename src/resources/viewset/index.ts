@@ -283,6 +283,7 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
       const now = Date.now();
       const later: Array<() => void> = [];
       const { record, row, extras } = await writeTransaction(async (trx, notify) => {
+        await notify.prepare(trx, resource);
         await checkAgainstStored(trx, data, values, errors, null, viewerOf(request));
         const insert = {
           ...columnValues(values),
@@ -348,6 +349,7 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
         }
         const later: Array<() => void> = [];
         const { record, row: shownRow } = await writeTransaction(async (trx, notify) => {
+          await notify.prepare(trx, resource);
           const row = await loadRow(trx, id, true, request);
           checkObjectPermission(request, row);
           await checkRule(trx, 'update', request, id);
@@ -393,6 +395,7 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
       const user = request.user ?? ANONYMOUS;
       const later: Array<() => void> = [];
       await writeTransaction(async (trx, notify) => {
+        await notify.prepare(trx, resource);
         const row = await loadRow(trx, id, true, request);
         checkObjectPermission(request, row);
         // The records a cascade or setNull reaches are not judged: this delete decides (ACCESS.md §2).

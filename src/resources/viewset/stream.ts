@@ -49,6 +49,9 @@ export async function changePosition(db: DynamicDb): Promise<number> {
   return (await changePositions(db)).last;
 }
 
+/** One message of a stream, as the hub hands it to the sink. */
+type Message = { event: string; data: string };
+
 /** The request as made by its user with other roles. */
 function asRoles(request: ApiRequest, user: NonNullable<ApiRequest['user']>, roles: readonly string[]): ApiRequest {
   const withRoles = { ...user, roles };
@@ -63,6 +66,10 @@ export function buildStreams(resource: Resource, options: StreamOptions) {
   // fields is shown again for each reader.
   const listShownPerReader = Boolean(resource.hooks.representFor) || Object.keys(resource.related).length > 0 || !fieldsAreShared(resource);
   const recordShownPerReader = listShownPerReader || resource.detailOnly.length > 0;
+  // A record shown alike to every reader gives every stream standing alike towards a change the
+  // same message: it is built once, and its one string lets the sinks encode it once
+  // (http/event-stream.ts), not once per stream (issue 23: one change to 10,000 streams).
+  const sharedMessages = new WeakMap<LoggedChange, Map<string, Promise<Message | null>>>();
 
   /** A condition as a check, compiled once per stream; equal ones are judged once per change. */
   function checkOf(conditions: readonly Condition[]): Check | null {
@@ -96,7 +103,17 @@ export function buildStreams(resource: Resource, options: StreamOptions) {
         return (await shownTo(asOf, [row], await represent([row], db, detail, asOf.user)))[0]!;
       }
 
-      async function message(change: LoggedChange, { before, after }: Standing) {
+      function message(change: LoggedChange, standing: Standing): Promise<Message | null> {
+        if (perReader) return messageFor(change, standing);
+        const key = `${+standing.before.readable}${+standing.before.matched}${+standing.after.readable}${+standing.after.matched}`;
+        let byStanding = sharedMessages.get(change);
+        if (!byStanding) sharedMessages.set(change, (byStanding = new Map()));
+        let shared = byStanding.get(key);
+        if (!shared) byStanding.set(key, (shared = messageFor(change, standing)));
+        return shared;
+      }
+
+      async function messageFor(change: LoggedChange, { before, after }: Standing): Promise<Message | null> {
         const inBefore = before.readable && before.matched;
         const inAfter = after.readable && after.matched;
         const data = (body: Record<string, unknown>) => ({ event: change.action, data: JSON.stringify({ action: change.action, ...body }) });

@@ -6,13 +6,15 @@
 import type { CompiledQuery } from 'kysely';
 import type { Storage } from '../../db/database.js';
 import type { DynamicDb, Row } from '../../db/dynamic-tables.js';
-import { inSavepoint, type WriteUnit } from '../../db/write-unit.js';
+import { inUnit, type WriteUnit } from '../../db/write-unit.js';
 import { columnOf, joinTableOf, uniqueIndexOf } from '../../db/schema-state.js';
 import { Conflict, ValidationError } from '../../http/errors.js';
 import type { Change, ChangeListener, Resource } from '../resource.js';
 
 /** Tells the listeners of a change (`before`: of a record about to change, see ChangeListener). */
 export type Notify = ((trx: DynamicDb, change: Change) => Promise<void>) & {
+  /** The write's transaction has begun: listeners send what they will read (ChangeListener.prepare). */
+  prepare(trx: DynamicDb, resource: Resource): Promise<void>;
   before(trx: DynamicDb, resource: Resource, id: number): Promise<void>;
   /** Several changes at once, in order (a cascade's batch): listeners may write them together. */
   all(trx: DynamicDb, changes: readonly Change[]): Promise<void>;
@@ -92,6 +94,9 @@ export function buildWrites(resource: Resource, options: WritesOptions) {
         }
       },
       {
+        async prepare(trx: DynamicDb, changing: Resource) {
+          for (const listener of listeners) await listener.prepare?.(trx as never, changing);
+        },
         async before(trx: DynamicDb, changing: Resource, id: number) {
           for (const listener of listeners) await listener.beforeChange?.(trx as never, { resource: changing, id });
         },
@@ -114,7 +119,7 @@ export function buildWrites(resource: Resource, options: WritesOptions) {
     let result: T;
     try {
       result = unit
-        ? await inSavepoint(unit.trx, (trx) => work(trx, notify))
+        ? await inUnit(unit, (trx) => work(trx, notify))
         : await storage.transact((trx) => work(trx as unknown as DynamicDb, notify));
     } catch (error) {
       throw resource.hooks.constraintError?.(error) ?? constraintError(error) ?? error;

@@ -1,0 +1,171 @@
+// Fewer round trips to PostgreSQL inside a write transaction (issue 21). node-postgres in
+// pipeline mode writes a query to the socket at once, without waiting for the answer to the one
+// before; the server runs them in order and answers each. Kysely awaits every statement, so on its
+// own a transaction costs one round trip per statement. This driver lets a transaction send
+// statements whose answer it does not need yet:
+//
+// - BEGIN goes out with the transaction's first statement (one round trip, not two);
+// - `sendLater(trx, query)`: a statement whose outcome matters only at commit (a savepoint, the
+//   change log's and the outbox's inserts, NOTIFY, the change log's numbering) goes out at once and
+//   the transaction carries on; its error, if any, is thrown by the transaction's next awaited
+//   statement or by its COMMIT (a failed statement aborts a PostgreSQL transaction, and COMMIT then
+//   rolls it back), so nothing is committed that should not be;
+// - `sendAhead(trx, query)`: a query whose rows are needed later (the active webhooks) goes out
+//   ahead of the statements that follow it, which share its round trip.
+//
+// Outside a transaction, and on SQLite (whose driver knows nothing of these marks), both run the
+// statement and wait for it as any other: the same code serves both databases.
+
+import { CompiledQuery, PostgresDialect, PostgresDriver, type DatabaseConnection, type Driver, type PostgresDialectConfig, type QueryResult, type TransactionSettings } from 'kysely';
+
+/** Kysely's executors and transactions, as far as these helpers need them. */
+interface Executor {
+  executeQuery<R>(query: CompiledQuery<R>): Promise<QueryResult<R>>;
+}
+
+type Sink = ((answer: Promise<QueryResult<unknown>>) => void) | null;
+/** Queries marked to be sent without waiting: null, or where their answer goes (`sendAhead`). */
+const marked = new WeakMap<CompiledQuery, Sink>();
+const EMPTY: QueryResult<never> = { rows: [] };
+const ignore = () => {};
+
+/**
+ * Runs `query` in `trx`; on PostgreSQL, within a transaction, resolves as soon as it is sent. Its
+ * error is thrown by the transaction's next awaited statement or its commit.
+ */
+export async function sendLater(trx: Executor, query: CompiledQuery): Promise<void> {
+  const copy = CompiledQuery.raw(query.sql, [...query.parameters]);
+  marked.set(copy, null);
+  await trx.executeQuery(copy);
+}
+
+/**
+ * Sends `query` in `trx` ahead of what follows: the statements issued after it share its round
+ * trip. Resolves with its rows once they arrive (at once on SQLite and outside a transaction).
+ */
+export async function sendAhead<R>(trx: Executor, query: CompiledQuery<R>): Promise<QueryResult<R>> {
+  const copy = CompiledQuery.raw(query.sql, [...query.parameters]) as CompiledQuery<R>;
+  let answer: Promise<QueryResult<unknown>> | undefined;
+  marked.set(copy, (sent) => (answer = sent));
+  const direct = await trx.executeQuery(copy);
+  return (answer as Promise<QueryResult<R>> | undefined) ?? direct;
+}
+
+/** Queries run after a failure (ROLLBACK TO): what was sent before them no longer matters. */
+const discarding = new WeakSet<CompiledQuery>();
+
+/**
+ * Runs `query` (a ROLLBACK TO) after a failure, whatever the statements sent before it without
+ * waiting answered: the rollback undoes them.
+ */
+export async function afterFailure(trx: Executor, query: CompiledQuery): Promise<void> {
+  const copy = CompiledQuery.raw(query.sql, [...query.parameters]);
+  discarding.add(copy);
+  await trx.executeQuery(copy);
+}
+
+/** A pooled connection that sends marked statements without waiting, within a transaction. */
+class PipelinedConnection implements DatabaseConnection {
+  readonly inner: DatabaseConnection;
+  #inTransaction = false;
+  /** Statements sent and not yet awaited: the next awaited one (or the commit) throws their error. */
+  #outstanding: Promise<unknown>[] = [];
+
+  constructor(inner: DatabaseConnection) {
+    this.inner = inner;
+  }
+
+  async executeQuery<R>(query: CompiledQuery): Promise<QueryResult<R>> {
+    const sink = marked.get(query);
+    // The inner connection hands the query to the pg client synchronously, so it is on its way
+    // (pipeline mode) before anything issued after this call.
+    const answer = this.inner.executeQuery<R>(query);
+    if (sink !== undefined && this.#inTransaction) {
+      answer.catch(ignore);
+      this.#outstanding.push(answer);
+      sink?.(answer as Promise<QueryResult<unknown>>);
+      return EMPTY;
+    }
+    if (discarding.has(query)) this.#outstanding = [];
+    if (this.#outstanding.length > 0) {
+      const earlier = this.#outstanding;
+      this.#outstanding = [];
+      try {
+        await Promise.all(earlier);
+      } catch (error) {
+        answer.catch(ignore);
+        throw error;
+      }
+    }
+    return await answer;
+  }
+
+  streamQuery<R>(query: CompiledQuery, chunkSize?: number): AsyncIterableIterator<QueryResult<R>> {
+    return this.inner.streamQuery<R>(query, chunkSize);
+  }
+
+  begin(): void {
+    this.#inTransaction = true;
+    const begin = this.inner.executeQuery(BEGIN);
+    begin.catch(ignore);
+    this.#outstanding.push(begin);
+  }
+
+  /** The transaction ended: a rollback does not care what the statements in flight answered. */
+  ended(): void {
+    this.#inTransaction = false;
+    this.#outstanding = [];
+  }
+}
+
+const BEGIN = CompiledQuery.raw('begin');
+const COMMIT = CompiledQuery.raw('commit');
+const ROLLBACK = CompiledQuery.raw('rollback');
+
+class PipelinedPostgresDriver extends PostgresDriver implements Driver {
+  readonly #wrappers = new WeakMap<DatabaseConnection, PipelinedConnection>();
+
+  override async acquireConnection(): Promise<DatabaseConnection> {
+    const inner = await super.acquireConnection();
+    let connection = this.#wrappers.get(inner);
+    if (!connection) this.#wrappers.set(inner, (connection = new PipelinedConnection(inner)));
+    return connection;
+  }
+
+  override async releaseConnection(connection: DatabaseConnection): Promise<void> {
+    // PostgresDriver releases its own connection type; the wrapper only holds one.
+    await super.releaseConnection((connection as PipelinedConnection).inner as Parameters<PostgresDriver['releaseConnection']>[0]);
+  }
+
+  override async beginTransaction(connection: DatabaseConnection, settings: TransactionSettings): Promise<void> {
+    if (settings.isolationLevel || settings.accessMode) return super.beginTransaction(connection, settings);
+    (connection as PipelinedConnection).begin();
+  }
+
+  override async commitTransaction(connection: DatabaseConnection): Promise<void> {
+    try {
+      await connection.executeQuery(COMMIT);
+    } finally {
+      (connection as PipelinedConnection).ended();
+    }
+  }
+
+  override async rollbackTransaction(connection: DatabaseConnection): Promise<void> {
+    (connection as PipelinedConnection).ended();
+    await connection.executeQuery(ROLLBACK);
+  }
+}
+
+/** Kysely's PostgreSQL dialect with the pipelining driver; its pool must be made with `pipeline: true`. */
+export class PipelinedPostgresDialect extends PostgresDialect {
+  readonly #config: PostgresDialectConfig;
+
+  constructor(config: PostgresDialectConfig) {
+    super(config);
+    this.#config = config;
+  }
+
+  override createDriver(): Driver {
+    return new PipelinedPostgresDriver(this.#config);
+  }
+}
