@@ -6,7 +6,9 @@
 import { mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import autocannon from 'autocannon';
 import { measureAlternating } from './load.js';
+import { mib, watchPeakRss } from './memory.js';
 import { BIN, call, freshStore, restwireEnv, startServe } from './restwire.js';
 
 export const FEATURE_GROUPS = ['access', 'logic', 'requests'];
@@ -35,6 +37,8 @@ const GROUPS = {
     files: {
       'open_notes.ts': declaration('open_notes', NOTE_FIELDS),
       'own_notes.ts': declaration('own_notes', NOTE_FIELDS, { read: "'owner=@me'" }),
+      // Read by all, each email by its owner only: a page of 100 that differs per caller.
+      'cards.ts': declaration('cards', `${NOTE_FIELDS}, email: field.string({ maxLength: 100, required: false, access: { read: 'owner=@me' } })`),
     },
     run: runAccess,
   },
@@ -126,11 +130,61 @@ async function runAccess(server, authorization, pairs) {
     { id: 'token-get-one', name: "GET one 'owner=@me', Bearer token", request: get('/api/v1/own_notes/1/', authorization) },
     { id: 'key-get-one', name: "GET one 'owner=@me', API key (rwk_…)", request: get('/api/v1/own_notes/1/', withKey) },
   ]);
+  await seed(server, authorization, 'cards', SEED, (n) => ({ ...note(n), email: `card${n}@example.com` }));
   return [
     cpuWithin("#18 read 'owner=@me' GET one: CPU/request within 15 % of read '*'", one, 1.15),
     cpuWithin("#18 read 'owner=@me' page of 100: CPU/request within 15 % of read '*'", page, 1.15),
     cpuMore('#18 API key: CPU/request ≤ Bearer token + 5 µs', auth, 5),
+    await rssOfCallers(server, authorization, CALLERS),
   ];
+}
+
+/** How many different users read a page of 100 in turn (#18); BENCH_CALLERS to change. */
+const CALLERS = Number(process.env.BENCH_CALLERS ?? 1000);
+
+/**
+ * #18: a page of 100 that differs per caller (a field rule), read by one user, then by `count`
+ * users in turn (each page filed per caller): the server's peak RSS in the second phase at most
+ * 20 MiB above the first's.
+ */
+async function rssOfCallers(server, authorization, count) {
+  const callers = [];
+  let made = 0;
+  const lane = async () => {
+    while (made < count) {
+      const n = ++made;
+      const user = { username: `bench-caller-${n}`, password: 'bench-caller-password-1' };
+      const signup = await call(server, 'POST', '/api/v1/users/', { json: user });
+      const token = signup.status === 201 ? await call(server, 'POST', '/api/v1/auth/token/', { json: user }) : signup;
+      if (token.status !== 200) throw new Error(`caller ${n}: ${token.status} ${JSON.stringify(token.body).slice(0, 200)}`);
+      callers.push(`Bearer ${token.body.access_token}`);
+    }
+  };
+  await Promise.all(Array.from({ length: 8 }, lane));
+  const peak = async (authorizations) => {
+    const watch = watchPeakRss([server.pid]);
+    let sent = 0;
+    const result = await autocannon({
+      url: `${server.url}/api/v1/cards/?limit=100`,
+      connections: 10,
+      amount: 3 * count,
+      setupRequest: (request) => ({ ...request, headers: { ...request.headers, authorization: authorizations[sent++ % authorizations.length] } }),
+    });
+    if (result.non2xx > 0 || result.errors > 0) throw new Error(`page of 100 as ${authorizations.length} callers: ${result.non2xx} non-2xx, ${result.errors} errors`);
+    return mib(watch.stop()[0]);
+  };
+  const one = await peak([authorization]);
+  const many = await peak(callers);
+  const measured = one === null || many === null ? null : round(many - one);
+  return {
+    label: `#18 page of 100 as ${count} different users in turn: peak RSS within 20 MiB of one user's`,
+    figure: many,
+    reference: one,
+    unit: 'MiB peak RSS',
+    measured,
+    difference: true,
+    met: measured === null ? null : measured <= 20,
+  };
 }
 
 async function runLogic(server, authorization, pairs) {

@@ -129,7 +129,7 @@ function featureTargetCells(features) {
       continue;
     }
     for (const t of group.targets) {
-      const measured = t.measured === null ? dash : t.difference ? `${t.measured >= 0 ? '+' : ''}${t.measured} µs` : ratio(t.measured);
+      const measured = t.measured === null ? dash : t.difference ? `${t.measured >= 0 ? '+' : ''}${t.measured} ${t.unit.split(' ')[0]}` : ratio(t.measured);
       const met = t.met === null ? `not judged${t.note ? ` (${t.note})` : ''}` : t.met ? 'met' : 'NOT MET';
       rows.push([t.label, `${show(t.figure)} ${t.unit}`, `${show(t.reference)} ${t.unit}`, measured, t.sql ? `${met}; ${t.sql}` : met]);
     }

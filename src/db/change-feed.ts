@@ -8,6 +8,12 @@ import { listenOn } from './delivery-queue.js';
 // PostgreSQL (sent by the numbering step, db/change-log.ts), by this process's own commits, and
 // by a cheap poll of the one-row counter: on SQLite that is how the other processes of
 // `serve --workers` (and any `restwire` command writing the same file) reach it.
+//
+// While no subscriber wants the changes themselves (no stream is open in the process), the feed
+// reads nothing: it only moves its position to what it is told has committed (the position a
+// commit numbered, NOTIFY's payload, the polled counter) and says so. Reading and parsing every
+// commit's rows for nobody was a tenth of a create's CPU (issue 18); a stream that opens later
+// starts at the moved position, or reads the log itself from its own (`since`, `Last-Event-ID`).
 
 /** Changes read per query while catching up. */
 export const FEED_BATCH = 500;
@@ -18,7 +24,15 @@ export interface ChangeFeedOptions {
   readonly onError: (error: unknown) => void;
 }
 
-export type ChangeSubscriber = (changes: readonly LoggedChange[]) => void;
+/** What the feed tells a subscriber, in position order. */
+export interface ChangeSubscriber {
+  /** True while it needs the changes themselves; while no subscriber does, none are read. */
+  wanted(): boolean;
+  /** Committed changes, after the last position told. */
+  changes(changes: readonly LoggedChange[]): void;
+  /** Every position up to `last` committed, and was not read: nobody wanted it. */
+  skipped(last: number): void;
+}
 
 /** Follows the change log from the position it started at. */
 export class ChangeFeed {
@@ -35,7 +49,7 @@ export class ChangeFeed {
     this.#options = options;
   }
 
-  /** The last position handed to subscribers: what they have been told of. */
+  /** The last position told to subscribers, read or skipped. */
   get last(): number {
     return this.#last;
   }
@@ -43,10 +57,15 @@ export class ChangeFeed {
   /** Starts following at the last committed position. */
   async start(): Promise<void> {
     this.#last = (await changePositions(this.#storage.db)).last;
-    const wake = () => this.wake();
-    this.#stops.push(this.#storage.onChangesCommitted(wake));
-    const stopListening = listenOn(this.#storage, CHANGES_CHANNEL, wake, this.#options.onError);
-    this.#stops.push(stopListening);
+    // A PostgreSQL commit's own position comes with its NOTIFY: unless changes are wanted now, that is enough.
+    const committed = (last: number | null) => {
+      if (last !== null) this.wake(last);
+      else if (this.#wanted()) this.wake();
+    };
+    this.#stops.push(this.#storage.onChangesCommitted(committed));
+    // A numbering transaction's payload is its last position; another NOTIFY may carry none.
+    const notified = (payload?: string) => this.wake(payload && /^\d+$/.test(payload) ? Number(payload) : undefined);
+    this.#stops.push(listenOn(this.#storage, CHANGES_CHANNEL, notified, this.#options.onError));
     const poll = setInterval(() => void this.#poll(), this.#options.pollMs ?? (this.#storage.dialect === 'sqlite' ? 200 : 5_000));
     poll.unref();
     this.#stops.push(() => clearInterval(poll));
@@ -58,10 +77,17 @@ export class ChangeFeed {
     return () => this.#subscribers.delete(subscriber);
   }
 
-  /** Reads what committed since the last read, now (coalesced with a read under way). */
-  wake(): void {
+  /**
+   * Reads what committed since the last read, now (coalesced with a read under way); `committed`,
+   * when known, is a position up to which every change has committed.
+   */
+  wake(committed?: number): void {
     if (this.#reading) {
       this.#again = true;
+      return;
+    }
+    if (committed !== undefined && !this.#wanted()) {
+      this.#skipTo(committed);
       return;
     }
     this.#reading = this.#readAll().finally(() => {
@@ -73,9 +99,21 @@ export class ChangeFeed {
     });
   }
 
+  #wanted(): boolean {
+    for (const subscriber of this.#subscribers) if (subscriber.wanted()) return true;
+    return false;
+  }
+
+  #skipTo(last: number): void {
+    if (last <= this.#last) return;
+    this.#last = last;
+    for (const subscriber of this.#subscribers) subscriber.skipped(last);
+  }
+
   async #poll(): Promise<void> {
     try {
-      if ((await changePositions(this.#storage.db)).last > this.#last) this.wake();
+      const { last } = await changePositions(this.#storage.db);
+      if (last > this.#last) this.wake(last);
     } catch (error) {
       this.#options.onError(error);
     }
@@ -84,10 +122,15 @@ export class ChangeFeed {
   async #readAll(): Promise<void> {
     try {
       for (;;) {
+        if (!this.#wanted()) {
+          const { last } = await changePositions(this.#storage.db);
+          // Asked again after the wait: a subscriber that came meanwhile is given the changes.
+          if (!this.#wanted()) return this.#skipTo(last);
+        }
         const changes = await readChanges(this.#storage.db, this.#last, FEED_BATCH);
         if (changes.length === 0) return;
         this.#last = changes.at(-1)!.position;
-        for (const subscriber of this.#subscribers) subscriber(changes);
+        for (const subscriber of this.#subscribers) subscriber.changes(changes);
         if (changes.length < FEED_BATCH) return;
       }
     } catch (error) {

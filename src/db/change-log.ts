@@ -172,31 +172,32 @@ const NUMBER_POSTGRES = CompiledQuery.raw(`
 
 /**
  * The transaction's last step: numbers its changes (in the order they were written) after the
- * last position taken, holding the counter's row lock until commit. Returns whether the
- * transaction logged changes.
+ * last position taken, holding the counter's row lock until commit. Returns null when the
+ * transaction logged no changes, else the last position taken (null on PostgreSQL, where the
+ * numbering is sent with the COMMIT: its NOTIFY carries the position).
  */
-export async function numberChanges(trx: Transaction<Database>, dialect: Dialect): Promise<boolean> {
-  if (!unnumbered.has(trx)) return false;
+export async function numberChanges(trx: Transaction<Database>, dialect: Dialect): Promise<{ readonly last: number | null } | null> {
+  if (!unnumbered.has(trx)) return null;
   unnumbered.delete(trx);
   if (dialect === 'postgres') {
     // One statement instead of four, sent with the COMMIT (db/pipelining.ts): the counter's lock
     // is held from here to the commit, and no round trip to this process happens inside it, so a
     // busy event loop here never keeps other writers from numbering (docs/ARCHITECTURE.md).
     await sendLater(trx, NUMBER_POSTGRES);
-    return true;
+    return { last: null };
   }
   // Only this transaction's rows are unnumbered: every committed row has a position, and other
   // transactions' uncommitted rows are invisible. (A group commit's rolled-back unit took its rows with it.)
   const { rows } = await trx.executeQuery<{ n: number | string }>(COUNT_UNNUMBERED);
   const count = Number(rows[0]?.n ?? 0);
-  if (count === 0) return false;
+  if (count === 0) return null;
   const counter = await sql<{ last: number | string }>`update change_positions set last = last + ${count} where id = 1 returning last`.execute(trx);
   const last = Number(counter.rows[0]!.last);
   await sql`
     update change_log set position = ${last - count} + numbered.rank
     from (select id, row_number() over (order by id) as rank from change_log where position is null) numbered
     where change_log.id = numbered.id`.execute(trx);
-  return true;
+  return { last };
 }
 
 /** The last committed position (0 before any change) and the newest one pruning has removed. */

@@ -39,10 +39,12 @@ export interface Storage {
    */
   dataVersion(): Promise<string>;
   /**
-   * Calls `listener` after a `transact` of this process that logged changes has committed (the
-   * change feed's wake-up on SQLite; db/change-feed.ts). Returns a function that stops it.
+   * Calls `listener` with the last position it numbered (null when only the commit learnt it:
+   * PostgreSQL, whose NOTIFY carries it) after a `transact` of this process that logged changes
+   * has committed (the change feed's wake-up on SQLite; db/change-feed.ts). Returns a function
+   * that stops it.
    */
-  onChangesCommitted(listener: () => void): () => void;
+  onChangesCommitted(listener: (last: number | null) => void): () => void;
   /** True when the database answers a trivial query (for /readyz). */
   ping(): Promise<boolean>;
   close(): Promise<void>;
@@ -75,19 +77,21 @@ export async function openStorage(
 }
 
 function storageOf(db: Kysely<Database>, dialect: Dialect, pool: pg.Pool | null): Storage {
-  const committedListeners = new Set<() => void>();
-  // Set by a transaction's last step when it numbered changes; told to listeners once it has committed.
-  let changesLogged = false;
+  const committedListeners = new Set<(last: number | null) => void>();
+  // The last position each transaction numbered (a group commit's units share one transaction;
+  // null when only the commit learns it), told to listeners once it has committed: by then every
+  // position up to it is committed too.
+  const numbered = new WeakMap<object, number | null>();
   // The change log's numbering is every write transaction's last step (db/change-log.ts).
   const beforeCommit = async (trx: Transaction<Database>) => {
-    if (await numberChanges(trx, dialect)) changesLogged = true;
+    const numbering = await numberChanges(trx, dialect);
+    if (numbering !== null) numbered.set(trx, numbering.last);
   };
-  const tellCommitted = <T>(value: T): T => {
-    if (changesLogged) {
-      changesLogged = false;
-      for (const listener of committedListeners) listener();
-    }
-    return value;
+  const tellCommitted = (trx: object | null) => {
+    const last = trx === null ? undefined : numbered.get(trx);
+    if (last === undefined) return;
+    numbered.delete(trx!);
+    for (const listener of committedListeners) listener(last);
   };
   // Writes share commits on both databases (group-commit.ts): on SQLite to write the WAL's pages
   // once, on PostgreSQL because the change log's numbering holds one row lock from the numbering
@@ -102,11 +106,16 @@ function storageOf(db: Kysely<Database>, dialect: Dialect, pool: pg.Pool | null)
     dialect,
     pool,
     lockForUpdate: (query) => (dialect === 'postgres' ? query.forNoKeyUpdate() : query),
-    transact: (work, options) =>
-      group.run(work, options?.alone ?? false).then(tellCommitted, (error: unknown) => {
-        tellCommitted(null);
-        throw error;
-      }),
+    transact: async (work, options) => {
+      let transaction: object | null = null;
+      const value = await group.run((trx) => {
+        transaction = trx;
+        return work(trx);
+      }, options?.alone ?? false);
+      // A failed unit of a group commit that committed others' changes is told by those units.
+      tellCommitted(transaction);
+      return value;
+    },
     onChangesCommitted(listener) {
       committedListeners.add(listener);
       return () => committedListeners.delete(listener);

@@ -163,10 +163,11 @@ export function listenForDeliveries(storage: Storage, onWake: () => void, onErro
 }
 
 /**
- * Calls `onWake` on every NOTIFY of `channel` (and once listening starts or restarts, for what
- * was sent meanwhile), on a dedicated connection re-established if it drops. No-op on SQLite.
+ * Calls `onWake` with the payload on every NOTIFY of `channel` (and with none once listening
+ * starts or restarts, for what was sent meanwhile), on a dedicated connection re-established if
+ * it drops. No-op on SQLite.
  */
-export function listenOn(storage: Storage, channel: string, onWake: () => void, onError: (error: Error) => void): () => Promise<void> {
+export function listenOn(storage: Storage, channel: string, onWake: (payload?: string) => void, onError: (error: Error) => void): () => Promise<void> {
   if (storage.dialect !== 'postgres' || storage.pool === null) return async () => {};
   const pool = storage.pool;
   let stopped = false;
@@ -181,7 +182,7 @@ export function listenOn(storage: Storage, channel: string, onWake: () => void, 
         return;
       }
       client = connection;
-      connection.on('notification', () => onWake());
+      connection.on('notification', (message) => onWake(message.payload));
       connection.on('error', (error: Error) => {
         onError(error);
         connection.release(error);

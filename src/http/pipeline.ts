@@ -125,6 +125,10 @@ export function permittedAction(view: View, method: Method, identity: Identity |
 
 export function createPipeline({ authenticators, throttle, idempotency, streams }: PipelineOptions) {
   const representations = new RepresentationCache();
+  // Pages filtered per caller (ACCESS.md §6), by caller: many callers' pages, so bounded by their
+  // total size too (a page of 100 is some 30 KB; 1,000 users in turn must not grow the process by
+  // more than 20 MiB, issue 18).
+  const callerRepresentations = new RepresentationCache({ maxEntries: 1_000, maxTotalLength: 6 * 1024 * 1024 });
 
   async function authenticate(request: FastifyRequest): Promise<Identity | null> {
     for (const authenticator of authenticators) {
@@ -223,11 +227,13 @@ export function createPipeline({ authenticators, throttle, idempotency, streams 
       if (response.stream) return streams.open(request, reply, callerKey(request, state), response.stream);
       return send(request, reply, render(request, reply, view, response));
     }
-    const key = `${state.mediaType} ${state.path}${state.query}`;
-    let representation = representations.get(version, key);
+    const perCaller = action.perCaller?.(apiRequest) ?? false;
+    const cache = perCaller ? callerRepresentations : representations;
+    const key = `${perCaller ? `${whoAsks(state.identity)} ` : ''}${state.mediaType} ${state.path}${state.query}`;
+    let representation = cache.get(version, key);
     if (representation === undefined) {
       representation = render(request, reply, view, await action.handle(apiRequest));
-      if (representation.status === 200) representations.set(version, key, representation);
+      if (representation.status === 200) cache.set(version, key, representation);
     }
     send(request, reply, representation);
   }
@@ -245,6 +251,16 @@ export function createPipeline({ authenticators, throttle, idempotency, streams 
   }
 
   return { onRequest, dispatch, charge };
+}
+
+/**
+ * Everything about the caller a per-caller response depends on: the user, their roles at this
+ * request (a role granted or taken is another key) and an API key's scopes.
+ */
+function whoAsks(identity: Identity | null): string {
+  if (identity === null) return '-';
+  const { user, scopes } = identity;
+  return `${user.id} ${JSON.stringify(user.roles)} ${scopes === undefined ? '*' : JSON.stringify(scopes)}`;
 }
 
 /** Whom the stream limit counts a stream against: the user, else the client's IP (STREAMS.md §1). */

@@ -53,4 +53,16 @@ describe('RepresentationCache', () => {
     expect(cache.get('1', 'big')).toBeUndefined();
     expect(cache.get('1', 'empty')).toBeUndefined();
   });
+
+  it('keeps at most maxTotalLength of text in all, the oldest out first', () => {
+    const cache = new RepresentationCache({ maxTotalLength: 5 });
+    cache.get('1', 'a');
+    cache.set('1', 'a', entry('aa'));
+    cache.set('1', 'b', entry('bb'));
+    cache.set('1', 'a', entry('aa'));
+    cache.set('1', 'c', entry('ccc'));
+    expect(cache.get('1', 'b')).toBeUndefined();
+    expect(cache.get('1', 'a')?.text).toBe('aa');
+    expect(cache.get('1', 'c')?.text).toBe('ccc');
+  });
 });

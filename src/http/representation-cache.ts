@@ -8,7 +8,8 @@
  * cached response is never older than the token it is filed under.
  *
  * All entries share one token (the storage's data version is database-wide): when it moves, the
- * whole cache is dropped. Entries are bounded by count and by size, oldest out first.
+ * whole cache is dropped. Entries are bounded by count, each by size and all by total size,
+ * oldest out first.
  */
 export interface CachedRepresentation {
   readonly status: number;
@@ -24,19 +25,24 @@ export interface RepresentationCacheOptions {
   readonly maxEntries?: number;
   /** Largest text kept, in UTF-16 units (default 128 Ki, a full page of long records): bigger ones are not cached. */
   readonly maxLength?: number;
+  /** Most text kept in all, in UTF-16 units (default: no bound but the count). */
+  readonly maxTotalLength?: number;
 }
 
 export class RepresentationCache {
   readonly #maxEntries: number;
   readonly #maxLength: number;
+  readonly #maxTotalLength: number;
+  #totalLength = 0;
   #version: string | null = null;
   /** The token the latest `get` was asked with: the newest this cache knows of. */
   #latest: string | null = null;
   #entries = new Map<string, CachedRepresentation>();
 
-  constructor({ maxEntries = 32, maxLength = 128 * 1024 }: RepresentationCacheOptions = {}) {
+  constructor({ maxEntries = 32, maxLength = 128 * 1024, maxTotalLength = Infinity }: RepresentationCacheOptions = {}) {
     this.#maxEntries = maxEntries;
     this.#maxLength = maxLength;
+    this.#maxTotalLength = maxTotalLength;
   }
 
   /** The response filed under `key` at this `version`, if any. */
@@ -53,9 +59,20 @@ export class RepresentationCache {
     if (version !== this.#version) {
       this.#version = version;
       this.#entries = new Map();
-    } else if (this.#entries.size >= this.#maxEntries && !this.#entries.has(key)) {
-      this.#entries.delete(this.#entries.keys().next().value!);
+      this.#totalLength = 0;
+    }
+    this.#delete(key);
+    while (this.#entries.size > 0 && (this.#entries.size >= this.#maxEntries || this.#totalLength + entry.text.length > this.#maxTotalLength)) {
+      this.#delete(this.#entries.keys().next().value!);
     }
     this.#entries.set(key, entry);
+    this.#totalLength += entry.text.length;
+  }
+
+  #delete(key: string): void {
+    const entry = this.#entries.get(key);
+    if (entry === undefined) return;
+    this.#entries.delete(key);
+    this.#totalLength -= entry.text?.length ?? 0;
   }
 }

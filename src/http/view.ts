@@ -61,12 +61,18 @@ export interface Action {
   /** The success responses and body, for OpenAPI (otherwise described generically). */
   readonly docs?: ActionDocs;
   /**
-   * For a GET whose response depends only on the URL, the media type and stored data, never on
-   * who asks: a token that changes whenever that data may have changed, or null when none can be
+   * For a GET whose response depends only on the URL, the media type and stored data (and, with
+   * `perCaller`, on who asks): a token that changes whenever that data may have changed, or null when none can be
    * had. While it holds, the pipeline sends the response it rendered before instead of calling
    * `handle` (`representation-cache.ts`).
    */
   version?(request: ApiRequest): Promise<string | null>;
+  /**
+   * With `version`: true when the response also depends on who asks (a read rule, a field rule
+   * or a scope filters it per caller, ACCESS.md §6); it is then reused only for the same user
+   * with the same roles and API key scopes, never for another caller.
+   */
+  perCaller?(request: ApiRequest): boolean;
 }
 
 /**

@@ -9,7 +9,8 @@ import type { EventSink } from '../../http/event-stream.js';
 // once per distinct condition among the streams of its collection (a stream's read rule and scope,
 // and its list filters, each one compiled query run against the change's stored row), then gives
 // every stream its message, in order. A stream that starts behind the hub (`since`,
-// `Last-Event-ID`) first reads the log itself, then joins the hub between two changes.
+// `Last-Event-ID`) first reads the log itself, then joins the hub between two changes. While no
+// stream is open the hub wants no changes, and the feed only moves its position (db/change-feed.ts).
 
 /** A condition a stream judges changes by: a compiled `SELECT id FROM <table> WHERE …`. */
 export interface Check {
@@ -59,6 +60,11 @@ interface Follower {
 
 type Verdicts = Map<string, Promise<boolean>>;
 
+/** Positions up to `through` that the feed skipped, in the queue between the changes. */
+interface Skip {
+  readonly through: number;
+}
+
 /** Reads per query while a stream catches up. */
 const CATCH_UP_BATCH = 500;
 
@@ -69,9 +75,11 @@ export class LiveChanges {
   readonly #live = new Map<string, Set<Follower>>();
   /** Streams waiting to join between two changes. */
   readonly #joining = new Set<Follower>();
+  /** Every open stream, live, joining or catching up: while there is none, no change is read. */
+  readonly #open = new Set<Follower>();
   /** The last position given to every live stream. */
   #position: number;
-  #queue: LoggedChange[] = [];
+  #queue: Array<LoggedChange | Skip> = [];
   #busy = false;
   readonly #onError: (error: unknown) => void;
 
@@ -80,9 +88,16 @@ export class LiveChanges {
     this.#feed = feed;
     this.#onError = onError;
     this.#position = feed.last;
-    feed.subscribe((changes) => {
-      this.#queue.push(...changes);
-      void this.#drain();
+    feed.subscribe({
+      wanted: () => this.#open.size > 0,
+      changes: (changes) => {
+        this.#queue.push(...changes);
+        void this.#drain();
+      },
+      skipped: (through) => {
+        this.#queue.push({ through });
+        void this.#drain();
+      },
     });
   }
 
@@ -94,7 +109,9 @@ export class LiveChanges {
   /** Starts a stream after `after` (a position); it is given every later change it concerns. */
   follow(subscription: Subscription, after: number): void {
     const follower: Follower = { subscription, cursor: after };
+    this.#open.add(follower);
     subscription.sink.onClose(() => {
+      this.#open.delete(follower);
       this.#joining.delete(follower);
       this.#live.get(subscription.collection)?.delete(follower);
     });
@@ -150,7 +167,12 @@ export class LiveChanges {
     this.#busy = true;
     try {
       while (this.#queue.length > 0) {
-        const change = this.#queue.shift()!;
+        const item = this.#queue.shift()!;
+        if ('through' in item) {
+          this.#skip(item.through);
+          continue;
+        }
+        const change = item;
         if (change.position <= this.#position) continue;
         this.#admit();
         const followers = [...(this.#live.get(change.collection) ?? [])];
@@ -174,6 +196,22 @@ export class LiveChanges {
       this.#busy = false;
       this.#admit();
     }
+  }
+
+  /**
+   * Moves past positions the feed did not read (no stream was open when they committed). A stream
+   * that joined since has not had them: it goes back to reading the log from where it is.
+   */
+  #skip(through: number): void {
+    if (through <= this.#position) return;
+    for (const followers of this.#live.values()) {
+      for (const follower of followers) {
+        follower.cursor = this.#position;
+        this.#joining.add(follower);
+      }
+    }
+    this.#live.clear();
+    this.#position = through;
   }
 
   async #give(follower: Follower, change: LoggedChange, verdicts: Verdicts): Promise<void> {

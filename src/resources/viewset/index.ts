@@ -221,12 +221,12 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
 
   const streams = live ? buildStreams(resource, { db, live, represent: (rows, executor, detail, viewer) => represent(rows, executor, detail, viewer), shownTo, roles }) : null;
 
-  // A page is the same for everyone who may read it, so it is reused while no data changes; not
-  // a scoped one (each caller's own webhooks), nor one with members only some callers see (a
-  // user's roles), nor one whose records or reverse lists a read rule filters per caller
-  // (ACCESS.md §6), nor one with fields a read rule hides from some
-  // callers (ACCESS.md §3): a page served to one caller is never served to another. The same holds for
-  // every collection an `?expand=` reaches.
+  // A page is reused while no data changes. It is the same for everyone who may read it, and
+  // shared, unless it is scoped (each caller's own webhooks), has members only some callers see (a
+  // user's roles), records or reverse lists a read rule filters per caller (ACCESS.md §6) or
+  // fields a read rule hides from some callers (ACCESS.md §3), here or in a collection an
+  // `?expand=` reaches: then it is reused for the same caller only (their user, roles and key
+  // scopes, `perCaller`), so a page served to one caller is never served to another.
   const sharedPages = pagesAreShared(resource, lookup);
   function expansionShared(request: ApiRequest): boolean {
     try {
@@ -239,7 +239,8 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
 
   const list: Action = {
     permission: resource.permission,
-    ...(sharedPages ? { version: async (request: ApiRequest) => (expansionShared(request) ? storage.dataVersion() : null) } : {}),
+    version: () => storage.dataVersion(),
+    perCaller: (request) => !sharedPages || !expansionShared(request),
     async handle(request) {
       const page = parsePageRequest(request.query, orderings, resource.defaultOrdering, cursors, listPath(request));
       const shape = readShape(request);

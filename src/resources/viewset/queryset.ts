@@ -4,7 +4,7 @@
 // is not there, a 404); then whether the caller may act on that record: its permission, or the
 // action's rule asked of the record in the same transaction (PostgreSQL's `USING` / `WITH CHECK`).
 
-import { sql } from 'kysely';
+import { sql, type CompiledQuery } from 'kysely';
 import type { Storage } from '../../db/database.js';
 import type { Condition, DynamicDb, Row } from '../../db/dynamic-tables.js';
 import type { User } from '../../http/caller.js';
@@ -46,6 +46,10 @@ function nullsAs(field: Field): string | number | undefined {
 /** The column a list page's (and a GET of a record's) statement reads the last change position into. */
 const PAGE_POSITION = '__change_position';
 const POSITION_COLUMN = sql<number>`(select last from change_positions where id = 1)`.as(PAGE_POSITION);
+/** The id a caller's record query is compiled with, replaced by the one asked for (ids are positive). */
+const ID_PLACEHOLDER = -4_200_042_007;
+/** Callers whose record query is kept compiled, per collection. */
+const CALLER_QUERIES = 1_000;
 
 /** What the queries of one collection's viewset read with. */
 export interface QuerysetOptions {
@@ -96,13 +100,24 @@ export function buildQueryset(resource: Resource, options: QuerysetOptions) {
   const selectById = db.selectFrom(table).selectAll().where('id', '=', 0).compile();
   const selectByIdAt = db.selectFrom(table).selectAll().select(POSITION_COLUMN).where('id', '=', 0).compile();
   const fieldsShared = fieldsAreShared(resource);
+  // The same SELECT for a caller whose read rule or field rules shape it, compiled once per caller
+  // (user and roles: what the rules are judged by) and reused with another id: building it with
+  // Kysely on every GET made an `owner=@me` record cost a fifth more than a `*` one (issue 18).
+  // Not with a `scope`, which may read more of the request than its caller.
+  const byCaller = new Map<string, { compiled: CompiledQuery; idAt: number }>();
 
   async function readRow(executor: DynamicDb, id: number, lock: boolean, from: ApiRequest | undefined, withPosition: boolean): Promise<Row> {
     const request = from && !trustedRequests.has(from) ? from : undefined;
     const scope = request && hooks.scope ? await hooks.scope(request) : null;
     const readable = request ? readCondition(resource.access, request.user) : null;
+    let compiled: CompiledQuery | null = null;
     if (executor === db && !lock && !scope && !readable && (fieldsShared || !request)) {
-      const { rows } = await db.executeQuery<Row>({ ...(withPosition ? selectByIdAt : selectById), parameters: [id] });
+      compiled = { ...(withPosition ? selectByIdAt : selectById), parameters: [id] };
+    } else if (executor === db && !lock && !scope && request) {
+      compiled = callerQuery(request.user, readable, withPosition, id);
+    }
+    if (compiled !== null) {
+      const { rows } = await db.executeQuery<Row>(compiled);
       if (!rows[0]) throw new NotFound();
       return rows[0];
     }
@@ -114,6 +129,27 @@ export function buildQueryset(resource: Resource, options: QuerysetOptions) {
     const row = (await (lock ? storage.lockForUpdate(query) : query).executeTakeFirst()) as Row | undefined;
     if (!row) throw new NotFound();
     return row;
+  }
+
+  /** The record query for `user`'s rules, from `byCaller` (compiled on first use), with `id`; null when it cannot be reused. */
+  function callerQuery(user: User | null, readable: Condition | null, withPosition: boolean, id: number): CompiledQuery | null {
+    const key = `${withPosition ? 'at' : 'row'} ${user?.id ?? '-'} ${JSON.stringify(user?.roles ?? [])}`;
+    let known = byCaller.get(key);
+    if (known === undefined) {
+      let query = db.selectFrom(table).selectAll().where('id', '=', ID_PLACEHOLDER);
+      if (withPosition) query = query.select(POSITION_COLUMN);
+      query = selectFieldReads(query, resource, user);
+      if (readable) query = query.where(readable);
+      const compiled = query.compile();
+      const idAt = compiled.parameters.indexOf(ID_PLACEHOLDER);
+      // Only when the placeholder is the one parameter of its value (no rule used that number).
+      if (idAt < 0 || compiled.parameters.lastIndexOf(ID_PLACEHOLDER) !== idAt) return null;
+      if (byCaller.size >= CALLER_QUERIES) byCaller.delete(byCaller.keys().next().value!);
+      byCaller.set(key, (known = { compiled, idAt }));
+    }
+    const parameters = [...known.compiled.parameters];
+    parameters[known.idAt] = id;
+    return { ...known.compiled, parameters };
   }
 
   /**
