@@ -1,9 +1,9 @@
 import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { freePort } from './support/private-services.js';
 import { ADMIN, adminAuth, basic, createTestDatabase, startServer, type RunningServer, type TestDatabase } from './support/server.js';
 
 const BIN = new URL('../bin/restwire.js', import.meta.url).pathname;
@@ -14,18 +14,6 @@ async function until(condition: () => boolean): Promise<void> {
     if (Date.now() > deadline) throw new Error('condition not met within 10 s');
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
-}
-
-/** A port nothing listens on now (the system's choice, released at once). */
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = createServer();
-    probe.once('error', reject);
-    probe.listen(0, '127.0.0.1', () => {
-      const { port } = probe.address() as AddressInfo;
-      probe.close(() => resolve(port));
-    });
-  });
 }
 
 /** Runs the CLI as an operator would; resolves with its exit code and output. */

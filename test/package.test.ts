@@ -1,6 +1,8 @@
 import { spawn } from 'node:child_process';
-import { cpSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { createHash } from 'node:crypto';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ADMIN, basic } from './support/server.js';
@@ -8,8 +10,14 @@ import { ADMIN, basic } from './support/server.js';
 /**
  * restwire as a user installs it (issue 19): `npm pack` of a copy of this checkout (its
  * `prepack` builds dist/ from scratch), `npm install <tarball>` into an empty project, then
- * only `npx restwire …` there. The install compiles better-sqlite3 from source (about two
- * minutes on the 2-core CI machine), so it runs once, in beforeAll, for every test here.
+ * only `npx restwire …` there. It runs once, in beforeAll, for every test here.
+ *
+ * better-sqlite3's install script (`prebuild-install || node-gyp rebuild`) downloads a prebuilt
+ * binary where it can, as on a user's networked machine. This machine reaches no network, so
+ * the download is served on 127.0.0.1 from the binary `npm ci` compiled for this checkout
+ * (same version, same Node): compiling it a second time here took two minutes of CI and
+ * tested nothing `npm ci` had not. The installed copy is still loaded by its own install
+ * script (prebuild-install requires it) and then by every `npx restwire` below.
  */
 const CHECKOUT = new URL('../', import.meta.url).pathname.replace(/\/$/, '');
 const TSC = join(CHECKOUT, 'node_modules/.bin/tsc');
@@ -39,12 +47,52 @@ async function runOk(command: string, args: readonly string[], cwd: string, env?
   return result.output;
 }
 
+const SQLITE_PACKAGE = join(CHECKOUT, 'node_modules/better-sqlite3');
+
+/**
+ * Serves this checkout's compiled better-sqlite3 as prebuild-install downloads it,
+ * `<host>/v<version>/better-sqlite3-v<version>-node-v<abi>-<platform>-<arch>.tar.gz` holding
+ * `build/Release/better_sqlite3.node`. Resolves with the host URL, the file's URL, the server and
+ * how many times the file was sent.
+ */
+interface Prebuilt {
+  readonly host: string;
+  readonly url: string;
+  readonly server: Server;
+  readonly downloads: () => number;
+}
+
+async function servePrebuiltSqlite(root: string): Promise<Prebuilt> {
+  const { version } = JSON.parse(readFileSync(join(SQLITE_PACKAGE, 'package.json'), 'utf8')) as { version: string };
+  const name = `better-sqlite3-v${version}-node-v${process.versions.modules}-${process.platform}-${process.arch}.tar.gz`;
+  const tarball = join(root, name);
+  await runOk('tar', ['-czf', tarball, '-C', SQLITE_PACKAGE, 'build/Release/better_sqlite3.node'], root);
+  const body = readFileSync(tarball);
+  let downloads = 0;
+  const server = createServer((request, response) => {
+    if (request.url !== `/v${version}/${name}`) return void response.writeHead(404).end();
+    downloads++;
+    response.writeHead(200, { 'content-type': 'application/gzip', 'content-length': body.length }).end(body);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const host = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+  return { host, url: `${host}/v${version}/${name}`, server, downloads: () => downloads };
+}
+
+/** Where prebuild-install caches a download (its util.cachedPrebuild), removed afterwards. */
+function prebuildCacheFile(url: string): string {
+  const cache = process.env.npm_config_cache ?? join(homedir(), '.npm');
+  const digest = createHash('sha512').update(url).digest('hex').slice(0, 6);
+  return join(cache, '_prebuilds', `${digest}-${url.split('/').pop()!.replace(/[^a-zA-Z0-9.]+/g, '-')}`);
+}
+
 const SERVER_ENV = { HOST: '127.0.0.1', PORT: '0', ADMIN_USERNAME: ADMIN.username, ADMIN_PASSWORD: ADMIN.password, LOG_LEVEL: 'info' };
 
 describe('the npm package', () => {
   let root: string;
   let tarballFiles: string[];
   let app: string;
+  let prebuilt: Prebuilt | undefined;
 
   beforeAll(async () => {
     root = mkdtempSync(join(tmpdir(), 'restwire-package-'));
@@ -62,12 +110,17 @@ describe('the npm package', () => {
     const empty = join(root, 'empty');
     mkdirSync(empty);
     writeFileSync(join(empty, 'package.json'), JSON.stringify({ name: 'empty', private: true }));
+    prebuilt = await servePrebuiltSqlite(root);
     const started = performance.now();
     await runOk('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund', tarball], empty, {
       npm_config_nodedir: process.env.npm_config_nodedir ?? '/usr',
-      // better-sqlite3 compiles from source here; node-gyp's make on every core.
+      npm_config_better_sqlite3_binary_host: prebuilt.host,
+      // Should the download fail, better-sqlite3 compiles from source: node-gyp's make on every core.
       JOBS: 'max',
     });
+    // A silent fallback to compiling (node-gyp's Makefile) would make this two minutes slower unnoticed.
+    expect(prebuilt.downloads()).toBe(1);
+    expect(existsSync(join(empty, 'node_modules/better-sqlite3/build/Makefile'))).toBe(false);
     // Not asserted (CI machines are noisy); printed so a slow install is seen.
     console.log(`npm install <tarball>: ${((performance.now() - started) / 1000).toFixed(0)} s`);
 
@@ -78,7 +131,11 @@ describe('the npm package', () => {
     renameSync(join(empty, 'node_modules'), join(app, 'node_modules'));
   }, 6 * 60_000);
 
-  afterAll(() => {
+  afterAll(async () => {
+    if (prebuilt) {
+      await new Promise((resolve) => prebuilt!.server.close(resolve));
+      rmSync(prebuildCacheFile(prebuilt.url), { force: true });
+    }
     if (root) rmSync(root, { recursive: true, force: true });
   });
 

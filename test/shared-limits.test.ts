@@ -1,9 +1,9 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { freePort } from './support/private-services.js';
 import { expectRateHeaders, rateHeaders } from './support/rate-limits.js';
 import { BACKENDS, createTestDatabase, createUser, startServer, type RunningServer, type TestDatabase } from './support/server.js';
 
@@ -140,14 +140,8 @@ class PrivateRedis {
   constructor(readonly port: number) {}
 
   static async create(): Promise<PrivateRedis> {
-    const port = await new Promise<number>((resolve, reject) => {
-      const probe = createServer().listen(0, '127.0.0.1', () => {
-        const { port } = probe.address() as { port: number };
-        probe.close(() => resolve(port));
-      });
-      probe.on('error', reject);
-    });
-    return new PrivateRedis(port);
+    // Not one the system hands out: it restarts on this port after the outage (see freePort).
+    return new PrivateRedis(await freePort());
   }
 
   async start(): Promise<void> {

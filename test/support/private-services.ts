@@ -1,5 +1,5 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { chownSync, mkdtempSync, rmSync } from 'node:fs';
+import { chownSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -20,13 +20,43 @@ export function hasProgram(name: string): boolean {
   }
 }
 
-/** A port nobody listens on at the moment. */
-export async function freePort(): Promise<number> {
+/** The kernel's range of ephemeral ports (the local ports of outgoing connections). */
+function ephemeralPorts(): [number, number] {
+  try {
+    const [low, high] = readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/).map(Number);
+    if (low && high) return [low, high];
+  } catch {
+    // Not Linux: IANA's range.
+  }
+  return [49_152, 65_535];
+}
+
+async function canListen(port: number): Promise<boolean> {
   const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise((resolve) => server.close(resolve));
-  return port;
+  const listening = await new Promise<boolean>((resolve) => {
+    server.once('error', () => resolve(false));
+    server.listen(port, '127.0.0.1', () => resolve(true));
+  });
+  if (listening) await new Promise((resolve) => server.close(resolve));
+  return listening;
+}
+
+/**
+ * A port nobody listens on at the moment, for a server started later on it (and perhaps
+ * restarted on it after an outage). Below the ephemeral range: a port the system hands out
+ * (listen(0)) is also the local port of any outgoing connection on the machine, or of a client's
+ * reconnect attempt to the stopped server itself (a TCP self-connect), and then the later bind
+ * fails with EADDRINUSE.
+ */
+export async function freePort(): Promise<number> {
+  const [low] = ephemeralPorts();
+  const from = 10_000;
+  const to = Math.max(from + 1_000, low) - 1;
+  for (let tries = 0; tries < 50; tries++) {
+    const port = from + Math.floor(Math.random() * (to - from + 1));
+    if (await canListen(port)) return port;
+  }
+  throw new Error(`no free port between ${from} and ${to}`);
 }
 
 export interface PrivatePostgres {
