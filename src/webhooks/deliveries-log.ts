@@ -9,6 +9,7 @@ import type { Field, FieldResult } from '../resources/fields/field.js';
 import { field } from '../resources/fields/index.js';
 import type { DynamicDb, Row } from '../db/dynamic-tables.js';
 import { defineBuiltinResource, type Resource } from '../resources/resource.js';
+import { LOGGED_COLUMNS, logDeliveriesCreated } from './delivery-changes.js';
 import { loadOwnWebhook } from './subscriptions.js';
 import { deliveryListPage, deliveryPage } from './pages/delivery-pages.js';
 
@@ -41,13 +42,13 @@ const shown = (schema: Record<string, unknown>) => ({ schema: () => ({ ...schema
  */
 async function waitingBehind(db: DynamicDb, rows: readonly Row[]): Promise<Map<number, number>> {
   const behind = new Map<number, number>();
-  if (rows.length === 0) return behind;
+  const waiting = (row: Row) => row.record_key !== null && WAITING.includes(row.status as never);
+  // Nothing waiting, nothing to ask (a stream shows each delivered or failed one from its row).
+  const keys = [...new Set(rows.filter(waiting).map((row) => String(row.record_key)))];
+  if (keys.length === 0) return behind;
   const webhookId = Number(rows[0]!.webhook_id);
   const webhook = (await db.selectFrom('webhooks').select('ordering').where('id', '=', webhookId).executeTakeFirst()) as { ordering: string } | undefined;
   if (webhook?.ordering !== 'record') return behind;
-  const waiting = (row: Row) => row.record_key !== null && WAITING.includes(row.status as never);
-  const keys = [...new Set(rows.filter(waiting).map((row) => String(row.record_key)))];
-  if (keys.length === 0) return behind;
   const heads = (await db
     .selectFrom('deliveries')
     .select(['record_key', (eb) => eb.fn.min('id').as('head')])
@@ -117,8 +118,9 @@ async function redeliver(
     .insertInto('deliveries')
     .columns(['guid', 'webhook_id', 'event', 'action', 'payload', 'payload_of', 'status', 'attempts', 'next_attempt_at', 'redelivery', 'created_at', 'record_key'])
     .expression(copies)
-    .returning('id')
+    .returning(LOGGED_COLUMNS)
     .execute();
+  await logDeliveriesCreated(db, inserted);
   await announceDeliveries(storage, db);
   return { queued: inserted.length, remaining: total - inserted.length };
 }
@@ -219,6 +221,8 @@ export function deliveriesResource({ storage, wake }: { storage: Storage; wake: 
     fields,
     filters: { status: ['exact'] },
     detailOnly: ['request', 'response'],
+    // Written by the outbox, the redelivery actions and the dispatcher, and logged there (delivery-changes.ts).
+    changesLoggedAsRows: true,
     hooks: {
       async scope(request) {
         const webhook = await loadOwnWebhook(request.unit?.trx ?? db, request);

@@ -1,0 +1,62 @@
+import type { Kysely, Transaction } from 'kysely';
+import { appendChanges, type NewChange } from '../db/change-log.js';
+import type { Database, DeliveryRow } from '../db/schema.js';
+
+// A webhook's deliveries in the change log (issue 23, STREAMS.md §1): the outbox, the redelivery
+// actions and the dispatcher write delivery rows outside the viewset, so each logs its creations
+// and status changes here, in the transaction of the row change, numbered at commit with every
+// other change. Only rows are logged (the writers hold no viewset): the deliveries' streams show
+// each change from its row as a GET shows it (`changesLoggedAsRows`, resources/viewset/stream.ts),
+// so a dispatcher batch pays one INSERT for its log entries and nothing else.
+
+type Executor = Transaction<Database> | Kysely<Database>;
+
+/** The collection the deliveries are served as (deliveries-log.ts). */
+const COLLECTION = 'deliveries';
+
+/** A delivery row as the writers hold it; `payload` may be missing (never logged). */
+export type DeliveryColumns = Omit<DeliveryRow, 'payload'> & { payload?: string };
+
+/** A delivery's columns but its payload: what an INSERT … RETURNING hands the log. */
+export const LOGGED_COLUMNS = [
+  'id', 'guid', 'webhook_id', 'event', 'action', 'status', 'attempts', 'next_attempt_at', 'lease_until', 'status_code', 'duration_ms',
+  'delivered_at', 'redelivery', 'request_headers', 'response_headers', 'response_body', 'created_at', 'record_key', 'payload_of',
+] as const satisfies ReadonlyArray<keyof DeliveryColumns>;
+
+/** What an attempt changes: the previous row keeps none of it (only checks and `changes` read it). */
+const ATTEMPT_DETAIL = ['request_headers', 'response_headers', 'response_body'] as const;
+
+/**
+ * The row as logged: without its payload, which never changes and which the representation reads
+ * from the delivery itself (`payload_of`), so the log does not copy every payload sent.
+ */
+function loggedRow(row: DeliveryColumns, keep: 'all' | 'summary'): Record<string, unknown> {
+  const { payload: _payload, ...columns } = row;
+  const logged: Record<string, unknown> = { ...columns, payload: '', payload_of: row.payload_of ?? row.id };
+  if (keep === 'summary') for (const name of ATTEMPT_DETAIL) delete logged[name];
+  return logged;
+}
+
+function changeOf(action: 'created' | 'updated', row: DeliveryColumns, previous: DeliveryColumns | null): NewChange {
+  const id = Number(row.id);
+  return {
+    collection: COLLECTION,
+    recordId: id,
+    action,
+    // What a stream shows a reader who may no longer read it; every other message is built from `row`.
+    record: { url: `/api/v1/webhooks/${Number(row.webhook_id)}/deliveries/${id}/`, id },
+    changes: action === 'updated' ? {} : null,
+    row: loggedRow(row, 'all'),
+    previous: previous === null ? null : loggedRow(previous, 'summary'),
+  };
+}
+
+/** Logs new deliveries, in the transaction that inserted them. */
+export async function logDeliveriesCreated(trx: Executor, rows: readonly DeliveryColumns[]): Promise<void> {
+  await appendChanges(trx, rows.map((row) => changeOf('created', row, null)));
+}
+
+/** Logs deliveries' new states (an attempt's outcome), in the transaction that wrote them. */
+export async function logDeliveriesUpdated(trx: Executor, updates: ReadonlyArray<{ readonly row: DeliveryColumns; readonly previous: DeliveryColumns }>): Promise<void> {
+  await appendChanges(trx, updates.map(({ row, previous }) => changeOf('updated', row, previous)));
+}
