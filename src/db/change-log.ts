@@ -14,7 +14,12 @@ import type { ChangeLogRow, Database } from './schema.js';
 //   position P also sees every position below P. Sequence values or transaction ids, taken
 //   earlier in a transaction, would not (concurrent transactions commit out of order);
 // - SQLite has one writer, so its commits are in order already; the same step serves both, and a
-//   group commit (group-commit.ts) numbers its whole batch once.
+//   group commit (group-commit.ts) numbers its whole batch once;
+// - a writer that need not number its own (the dispatcher's outcome batches, `deferred`) commits
+//   its rows with position null, unseen by readers, and the next numbering step of any
+//   transaction numbers them with its own: on PostgreSQL that step takes the counter's lock
+//   first and then counts and numbers in one statement, so the rows it numbers are exactly the
+//   ones it counted, whatever commits meanwhile.
 //
 // Only the tail of a writing transaction (three short statements) is serialised: see
 // docs/ARCHITECTURE.md for what it costs concurrent writers.
@@ -48,16 +53,20 @@ const unnumbered = new WeakSet<object>();
 /** Rows one INSERT writes (10 values a row: far below either database's bound-parameter limit). */
 const INSERT_BATCH = 1_000;
 
-/** Appends changes, unnumbered, within the change's transaction. */
-export async function appendChanges(trx: Executor, changes: readonly NewChange[]): Promise<void> {
+/**
+ * Appends changes, unnumbered, within the change's transaction. `deferred`: the transaction's last
+ * step does not number them; the next numbering of any transaction does (`numberPending`).
+ */
+export async function appendChanges(trx: Executor, changes: readonly NewChange[], { deferred = false }: { deferred?: boolean } = {}): Promise<void> {
   if (changes.length === 0) return;
+  const numbered = deferred ? new WeakSet<object>() : unnumbered;
   const now = Date.now();
   if (changes.length === 1) {
     // Every single write logs one change: its INSERT is compiled once per dialect, as the viewset's
     // hottest SELECT is; building it with Kysely per write was a visible part of a create's CPU (issue 18).
     const compiled = singleInsertOf(trx);
     await trx.executeQuery(CompiledQuery.raw(compiled.sql, rowValues(changes[0]!, now)));
-    unnumbered.add(trx);
+    numbered.add(trx);
     return;
   }
   for (let start = 0; start < changes.length; start += INSERT_BATCH) {
@@ -78,6 +87,11 @@ export async function appendChanges(trx: Executor, changes: readonly NewChange[]
       )
       .execute();
   }
+  numbered.add(trx);
+}
+
+/** Makes the transaction's last step number every change still unnumbered (deferred ones). */
+export function numberPending(trx: Transaction<Database>): void {
   unnumbered.add(trx);
 }
 
@@ -121,8 +135,9 @@ const COUNT_UNNUMBERED = CompiledQuery.raw('select count(*) as n from change_log
 export async function numberChanges(trx: Transaction<Database>, dialect: Dialect): Promise<number | null> {
   if (!unnumbered.has(trx)) return null;
   unnumbered.delete(trx);
-  // Only this transaction's rows are unnumbered: every committed row has a position, and other
-  // transactions' uncommitted rows are invisible. (A group commit's rolled-back unit took its rows with it.)
+  if (dialect === 'postgres') return numberOnPostgres(trx);
+  // The unnumbered rows are this transaction's and deferred ones committed before it (SQLite's one
+  // writer: nothing commits meanwhile). (A group commit's rolled-back unit took its rows with it.)
   const { rows } = await trx.executeQuery<{ n: number | string }>(COUNT_UNNUMBERED);
   const count = Number(rows[0]?.n ?? 0);
   if (count === 0) return null;
@@ -132,8 +147,30 @@ export async function numberChanges(trx: Transaction<Database>, dialect: Dialect
     update change_log set position = ${last - count} + numbered.rank
     from (select id, row_number() over (order by id) as rank from change_log where position is null) numbered
     where change_log.id = numbered.id`.execute(trx);
-  if (dialect === 'postgres') await sql`select pg_notify(${CHANGES_CHANNEL}, ${String(last)})`.execute(trx);
   return last;
+}
+
+// The counter's lock first: once held, no other numbering runs until this transaction ends, and a
+// statement started now sees every earlier numbering committed. Then one statement counts and
+// numbers the unnumbered rows (its own and deferred ones committed before it) from one snapshot,
+// so a deferred batch committing meanwhile is left whole for the next numbering, never half-counted.
+const LOCK_COUNTER = CompiledQuery.raw('select last from change_positions where id = 1 for update');
+const NUMBER_UNNUMBERED = CompiledQuery.raw(`
+  with numbered as (select id, row_number() over (order by id) as rank from change_log where position is null),
+  total as (select count(*) as n from numbered),
+  counter as (update change_positions set last = last + (select n from total) where id = 1 and (select n from total) > 0 returning last),
+  positioned as (
+    update change_log set position = (select last from counter) - (select n from total) + numbered.rank
+    from numbered where change_log.id = numbered.id returning 1)
+  select (select last from counter) as last, (select count(*) from positioned) as n`);
+
+async function numberOnPostgres(trx: Transaction<Database>): Promise<number | null> {
+  await trx.executeQuery(LOCK_COUNTER);
+  const { rows } = await trx.executeQuery<{ last: number | string | null }>(NUMBER_UNNUMBERED);
+  const last = rows[0]?.last;
+  if (last === null || last === undefined) return null;
+  await sql`select pg_notify(${CHANGES_CHANNEL}, ${String(last)})`.execute(trx);
+  return Number(last);
 }
 
 /** The last committed position (0 before any change) and the newest one pruning has removed. */

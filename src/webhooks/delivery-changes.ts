@@ -1,13 +1,19 @@
 import type { Kysely, Transaction } from 'kysely';
-import { appendChanges, type NewChange } from '../db/change-log.js';
+import { appendChanges, numberPending, type NewChange } from '../db/change-log.js';
+import type { Storage } from '../db/database.js';
 import type { Database, DeliveryRow } from '../db/schema.js';
 
 // A webhook's deliveries in the change log (issue 23, STREAMS.md §1): the outbox, the redelivery
 // actions and the dispatcher write delivery rows outside the viewset, so each logs its creations
 // and status changes here, in the transaction of the row change, numbered at commit with every
 // other change. Only rows are logged (the writers hold no viewset): the deliveries' streams show
-// each change from its row as a GET shows it (`changesLoggedAsRows`, resources/viewset/stream.ts),
-// so a dispatcher batch pays one INSERT for its log entries and nothing else.
+// each change from its row as a GET shows it (`changesLoggedAsRows`, resources/viewset/stream.ts).
+//
+// The dispatcher's outcome batches do not number their own changes: numbering takes the counter's
+// lock until commit (db/change-log.ts), which would make every batch's commit wait for the API's
+// writes and theirs for it. Their rows are `deferred`: committed unnumbered (no stream sees them
+// yet), and numbered together by the next write of anyone, or at the latest NUMBER_DELAY_MS later
+// by `numberSoon`: one short numbering transaction for every batch committed meanwhile.
 
 type Executor = Transaction<Database> | Kysely<Database>;
 
@@ -56,7 +62,33 @@ export async function logDeliveriesCreated(trx: Executor, rows: readonly Deliver
   await appendChanges(trx, rows.map((row) => changeOf('created', row, null)));
 }
 
-/** Logs deliveries' new states (an attempt's outcome), in the transaction that wrote them. */
+/**
+ * Logs deliveries' new states (an attempt's outcome), in the transaction that wrote them, for a
+ * later numbering (`numberSoon`).
+ */
 export async function logDeliveriesUpdated(trx: Executor, updates: ReadonlyArray<{ readonly row: DeliveryColumns; readonly previous: DeliveryColumns }>): Promise<void> {
-  await appendChanges(trx, updates.map(({ row, previous }) => changeOf('updated', row, previous)));
+  await appendChanges(trx, updates.map(({ row, previous }) => changeOf('updated', row, previous)), { deferred: true });
+}
+
+/** How long deferred changes wait to be numbered together: what they add to a stream's latency. */
+export const NUMBER_DELAY_MS = 50;
+
+const numberings = new WeakMap<Storage, Promise<void>>();
+
+/**
+ * Numbers the deferred changes committed so far, within NUMBER_DELAY_MS, in one transaction shared
+ * by every call meanwhile; resolves once it has committed. If it fails, the changes stay committed
+ * and unnumbered, and the next numbering (any write's) takes them.
+ */
+export function numberSoon(storage: Storage): Promise<void> {
+  let numbering = numberings.get(storage);
+  if (numbering === undefined) {
+    numbering = new Promise((resolve) => setTimeout(resolve, NUMBER_DELAY_MS))
+      .then(() => {
+        numberings.delete(storage);
+        return storage.transact(async (trx) => numberPending(trx));
+      });
+    numberings.set(storage, numbering);
+  }
+  return numbering;
 }

@@ -91,13 +91,13 @@ async function updateDeliveries(trx: Kysely<Database>, updated: readonly Deliver
 
 /**
  * Writes a batch of attempt outcomes and the webhooks' resulting state in one transaction, with
- * the deliveries' new states in the change log (their streams, issue 23): a write transaction like
- * any other (Storage.transact), so the batch's changes are numbered once, as its last step.
+ * the deliveries' new states in the change log (their streams, issue 23), numbered later
+ * (delivery-changes.ts `numberSoon`).
  */
 export async function recordAttempts(storage: Storage, records: readonly AttemptRecord[], schedule: readonly number[]): Promise<void> {
   if (records.length === 0) return;
   const updated = records.map((record) => attempted(record, schedule));
-  await storage.transact(async (trx) => {
+  await storage.db.transaction().execute(async (trx) => {
     for (let start = 0; start < updated.length; start += ROWS_PER_STATEMENT) {
       await updateDeliveries(trx, updated.slice(start, start + ROWS_PER_STATEMENT));
     }
