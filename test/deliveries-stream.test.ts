@@ -126,7 +126,9 @@ describe.each(BACKENDS)("a webhook's deliveries stream on %s", (backend) => {
     expect(detail.map((m) => m.id)).toEqual(messages.map((m) => m.id));
     const got = await send('GET', `/api/v1/webhooks/${hookId}/deliveries/${deliveryId}/`, alice);
     expect(detail[2]!.json().record).toEqual(got.body);
-    expect(detail[1]!.json().record.response.payload).toBe('receiver says hi');
+    // Each message's record is the delivery after that attempt; its request and response are read
+    // from the delivery when the message is built (the log does not copy them, docs/API.md).
+    expect(detail[1]!.json().record).toMatchObject({ status: 'retrying', status_code: 500, attempts: 1 });
 
     // Resumed after the first message: the other two, once each.
     const resumed = await stream(`/api/v1/webhooks/${hookId}/deliveries/`, alice, { 'last-event-id': messages[0]!.id! });

@@ -65,6 +65,18 @@ async function waitingBehind(db: DynamicDb, rows: readonly Row[]): Promise<Map<n
   return behind;
 }
 
+/**
+ * The request and response of the latest attempt, for rows that lack them: a stream's rows are
+ * logged without them (delivery-changes.ts: they were most of what the log wrote per attempt), so
+ * a delivery's own stream shows them as the delivery holds them when the message is built.
+ */
+async function latestAttempts(db: DynamicDb, rows: readonly Row[]): Promise<Map<number, Row>> {
+  const ids = rows.filter((row) => !('request_headers' in row)).map((row) => row.id);
+  if (ids.length === 0) return new Map();
+  const stored = (await db.selectFrom('deliveries').select(['id', 'request_headers', 'response_headers', 'response_body']).where('id', 'in', ids).execute()) as Row[];
+  return new Map(stored.map((row) => [Number(row.id), row]));
+}
+
 /** The latest entry of each guid that failed: older failures already redelivered are skipped. */
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- over the aliased table `d`, which Kysely's types cannot name here
 const latestOfItsGuid = ({ not, exists, selectFrom }: any) =>
@@ -232,14 +244,16 @@ export function deliveriesResource({ storage, wake }: { storage: Storage; wake: 
         const behind = await waitingBehind(executor, rows);
         // A redelivery shows the payload it sends: its original's.
         const payloads = detail ? await resolvePayloads(executor as never, rows as unknown as DeliveryRow[]) : [];
+        const attempts = detail ? await latestAttempts(executor, rows) : new Map<number, Row>();
         rows.forEach((row, index) => {
           const delivery = out[index]!;
           const head = behind.get(row.id);
           delivery.record = row.record_key;
           delivery.waiting_behind = head === undefined ? null : `/api/v1/webhooks/${Number(row.webhook_id)}/deliveries/${head}/`;
           if (detail) {
-            delivery.request = { headers: parseJson(row.request_headers), payload: JSON.parse(payloads[index]!.payload) as unknown };
-            delivery.response = { headers: parseJson(row.response_headers), payload: row.response_body };
+            const attempt = attempts.get(row.id) ?? row;
+            delivery.request = { headers: parseJson(attempt.request_headers), payload: JSON.parse(payloads[index]!.payload) as unknown };
+            delivery.response = { headers: parseJson(attempt.response_headers), payload: attempt.response_body ?? null };
           }
         });
       },

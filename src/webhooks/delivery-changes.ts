@@ -29,17 +29,23 @@ export const LOGGED_COLUMNS = [
   'delivered_at', 'redelivery', 'request_headers', 'response_headers', 'response_body', 'created_at', 'record_key', 'payload_of',
 ] as const satisfies ReadonlyArray<keyof DeliveryColumns>;
 
-/** What an attempt changes: the previous row keeps none of it (only checks and `changes` read it). */
+/**
+ * What an attempt sent and received: not logged. They were most of the bytes the log wrote per
+ * attempt, and on SQLite, where the dispatcher shares serve's writer, halved the drain rate
+ * (bench/RESULTS.md 2026-11-26). A delivery's own stream reads them from the delivery
+ * (deliveries-log.ts `latestAttempts`); nothing else shows them.
+ */
 const ATTEMPT_DETAIL = ['request_headers', 'response_headers', 'response_body'] as const;
 
 /**
  * The row as logged: without its payload, which never changes and which the representation reads
- * from the delivery itself (`payload_of`), so the log does not copy every payload sent.
+ * from the delivery itself (`payload_of`), so the log does not copy every payload sent, and
+ * without the attempt's request and response.
  */
-function loggedRow(row: DeliveryColumns, keep: 'all' | 'summary'): Record<string, unknown> {
+function loggedRow(row: DeliveryColumns): Record<string, unknown> {
   const { payload: _payload, ...columns } = row;
   const logged: Record<string, unknown> = { ...columns, payload: '', payload_of: row.payload_of ?? row.id };
-  if (keep === 'summary') for (const name of ATTEMPT_DETAIL) delete logged[name];
+  for (const name of ATTEMPT_DETAIL) delete logged[name];
   return logged;
 }
 
@@ -52,8 +58,8 @@ function changeOf(action: 'created' | 'updated', row: DeliveryColumns, previous:
     // What a stream shows a reader who may no longer read it; every other message is built from `row`.
     record: { url: `/api/v1/webhooks/${Number(row.webhook_id)}/deliveries/${id}/`, id },
     changes: action === 'updated' ? {} : null,
-    row: loggedRow(row, 'all'),
-    previous: previous === null ? null : loggedRow(previous, 'summary'),
+    row: loggedRow(row),
+    previous: previous === null ? null : loggedRow(previous),
   };
 }
 
