@@ -1,8 +1,8 @@
 // restwire's browsable API: the one script its pages load (issue 12). Served from
 // /static/restwire/ under `script-src 'self'`; no inline script anywhere. It sends the
 // generated forms as JSON with the CSRF header and If-Match, shows validation errors beside
-// their fields, logs in and out, copies secrets, and refreshes the deliveries table while
-// deliveries are pending. Plain DOM, no library.
+// their fields, logs in and out, copies secrets, and keeps list, record and deliveries pages
+// up to date from their own event streams. Plain DOM, no library.
 'use strict';
 
 (function browsable() {
@@ -251,24 +251,6 @@
     }
   }
 
-  /** Replaces the live region with the fresh page's, without reloading (no flicker). */
-  function refreshLive(region) {
-    const every = Number(region.dataset.refresh);
-    if (!every) return;
-    setTimeout(async () => {
-      try {
-        const response = await fetch(location.href, { headers: { Accept: 'text/html' }, credentials: 'same-origin' });
-        if (!response.ok) return;
-        const fresh = new DOMParser().parseFromString(await response.text(), 'text/html').getElementById(region.id);
-        if (!fresh) return;
-        region.innerHTML = fresh.innerHTML;
-        if (fresh.dataset.refresh) region.dataset.refresh = fresh.dataset.refresh;
-        else delete region.dataset.refresh;
-      } catch { /* try again on the next tick */ }
-      refreshLive(region);
-    }, every);
-  }
-
   /**
    * Follows the page's own event stream (STREAMS.md §5): on each change the region is drawn
    * again from a fresh read, so new records appear, changed ones change and deleted ones go.
@@ -342,7 +324,6 @@
 
   function start() {
     for (const container of document.querySelectorAll('[data-options-from]')) loadOptions(container);
-    for (const region of document.querySelectorAll('[data-refresh]')) refreshLive(region);
     for (const region of document.querySelectorAll('[data-stream]')) followStream(region);
     const message = sessionStorage.getItem('restwire-toast');
     if (message) { sessionStorage.removeItem('restwire-toast'); toast(message); }

@@ -16,7 +16,12 @@ import type { ChangeLogRow, Database } from './schema.js';
 //   position P also sees every position below P. Sequence values or transaction ids, taken
 //   earlier in a transaction, would not (concurrent transactions commit out of order);
 // - SQLite has one writer, so its commits are in order already; the same step serves both, and a
-//   group commit (group-commit.ts) numbers its whole batch once.
+//   group commit (group-commit.ts) numbers its whole batch once;
+// - a writer that need not number its own (the dispatcher's outcome batches, `deferred`) commits
+//   its rows with position null, unseen by readers, and the next numbering step of any
+//   transaction numbers them with its own: on PostgreSQL that step takes the counter's lock
+//   first and then counts and numbers in one statement, so the rows it numbers are exactly the
+//   ones it counted, whatever commits meanwhile.
 //
 // Only the tail of a writing transaction (one statement and the COMMIT on PostgreSQL, sent
 // together) is serialised: see
@@ -83,14 +88,19 @@ export function dropHeldChanges(trx: object, from: number): void {
   held.get(trx)?.splice(from);
 }
 
-/** Appends changes, unnumbered, within the change's transaction (or holds them, see `holdChanges`). */
-export async function appendChanges(trx: Executor, changes: readonly NewChange[]): Promise<void> {
+/**
+ * Appends changes, unnumbered, within the change's transaction (or holds them, see `holdChanges`).
+ * `deferred`: the transaction's last step does not number them; the next numbering of any
+ * transaction does (`numberPending`).
+ */
+export async function appendChanges(trx: Executor, changes: readonly NewChange[], { deferred = false }: { deferred?: boolean } = {}): Promise<void> {
   if (changes.length === 0) return;
-  const holding = held.get(trx);
+  const holding = deferred ? undefined : held.get(trx);
   if (holding) {
     holding.push(...changes);
     return;
   }
+  const numbered = deferred ? new WeakSet<object>() : unnumbered;
   const now = Date.now();
   if (changes.length === 1) {
     // Every single write logs one change: its INSERT is compiled once per dialect, as the viewset's
@@ -98,7 +108,7 @@ export async function appendChanges(trx: Executor, changes: readonly NewChange[]
     // Sent without waiting on PostgreSQL (db/pipelining.ts): its answer matters only at commit.
     const compiled = singleInsertOf(trx);
     await sendLater(trx, CompiledQuery.raw(compiled.sql, rowValues(changes[0]!, now)));
-    unnumbered.add(trx);
+    numbered.add(trx);
     return;
   }
   for (let start = 0; start < changes.length; start += INSERT_BATCH) {
@@ -120,6 +130,11 @@ export async function appendChanges(trx: Executor, changes: readonly NewChange[]
       .compile();
     await sendLater(trx, insert);
   }
+  numbered.add(trx);
+}
+
+/** Makes the transaction's last step number every change still unnumbered (deferred ones). */
+export function numberPending(trx: Transaction<Database>): void {
   unnumbered.add(trx);
 }
 
@@ -155,11 +170,13 @@ function singleInsertOf(trx: Executor): CompiledQuery {
 
 const COUNT_UNNUMBERED = CompiledQuery.raw('select count(*) as n from change_log where position is null');
 
-// PostgreSQL numbers in one statement: the transaction's own unnumbered rows (`pending`, read by
-// the statement's snapshot: other transactions' uncommitted rows are invisible), the counter
-// moved past them (its row lock held until commit; an UPDATE that waited for it re-reads the
-// newest `last`), the rows given their positions, and the NOTIFY. Data-modifying CTEs always run
-// to completion; the outer SELECT returns the new last position, or no row when nothing was pending.
+// PostgreSQL numbers in two statements sent together with the COMMIT. The counter's lock first:
+// once held, no other numbering runs until this transaction ends, and a statement started after it
+// sees every earlier numbering committed. Then one statement counts and numbers the unnumbered rows
+// (its own, and deferred ones committed before it) from one snapshot, so a deferred batch
+// committing meanwhile is left whole for the next numbering, never half-counted, and NOTIFYs the
+// new last position (no row, and no NOTIFY, when nothing was unnumbered).
+const LOCK_COUNTER = CompiledQuery.raw('select last from change_positions where id = 1 for update');
 const NUMBER_POSTGRES = CompiledQuery.raw(`
   with pending as (
     select id, row_number() over (order by id) as rank, count(*) over () as n from change_log where position is null
@@ -180,14 +197,15 @@ export async function numberChanges(trx: Transaction<Database>, dialect: Dialect
   if (!unnumbered.has(trx)) return null;
   unnumbered.delete(trx);
   if (dialect === 'postgres') {
-    // One statement instead of four, sent with the COMMIT (db/pipelining.ts): the counter's lock
-    // is held from here to the commit, and no round trip to this process happens inside it, so a
-    // busy event loop here never keeps other writers from numbering (docs/ARCHITECTURE.md).
+    // Sent with the COMMIT (db/pipelining.ts): the counter's lock is held from here to the commit,
+    // and no round trip to this process happens inside it, so a busy event loop here never keeps
+    // other writers from numbering (docs/ARCHITECTURE.md).
+    await sendLater(trx, LOCK_COUNTER);
     await sendLater(trx, NUMBER_POSTGRES);
     return { last: null };
   }
-  // Only this transaction's rows are unnumbered: every committed row has a position, and other
-  // transactions' uncommitted rows are invisible. (A group commit's rolled-back unit took its rows with it.)
+  // The unnumbered rows are this transaction's and deferred ones committed before it (SQLite's one
+  // writer: nothing commits meanwhile). (A group commit's rolled-back unit took its rows with it.)
   const { rows } = await trx.executeQuery<{ n: number | string }>(COUNT_UNNUMBERED);
   const count = Number(rows[0]?.n ?? 0);
   if (count === 0) return null;

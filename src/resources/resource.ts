@@ -173,6 +173,12 @@ export interface BuiltinOptions extends Omit<ResourceOptions, 'hooks'> {
   pages?: ViewPages;
   /** The most an API key may do here whatever its scopes (ACCESS.md §5): `read` (users), `none` (keys). */
   keyLimit?: Exclude<KeyLimit, 'write'>;
+  /**
+   * Its changes are logged by writers outside the viewset, as rows only (a webhook's deliveries,
+   * by the outbox and the dispatcher: webhooks/delivery-changes.ts), so its streams show every
+   * change from its row, as a GET would (resources/viewset/stream.ts).
+   */
+  changesLoggedAsRows?: boolean;
 }
 
 /** The page templates of a collection's two views (http/view.ts `page`). */
@@ -242,6 +248,8 @@ export interface Resource {
   readonly pages: ViewPages;
   /** The most an API key may do here (`write`: what its scopes grant). */
   readonly keyLimit: KeyLimit;
+  /** See BuiltinOptions. */
+  readonly changesLoggedAsRows: boolean;
 }
 
 /** A declaration that cannot be served; the message names the collection and the field. */
@@ -302,7 +310,7 @@ export function defineBuiltinResource(options: BuiltinOptions): Resource {
   return checkDeclaration(options, { builtin: true });
 }
 
-const BUILTIN_OPTIONS = new Set(['table', 'nestedUnder', 'detailOnly', 'recordDescription', 'createShows', 'extraActions', 'createDocs', 'updateDocs', 'callerMembers', 'pages', 'keyLimit']);
+const BUILTIN_OPTIONS = new Set(['table', 'nestedUnder', 'detailOnly', 'recordDescription', 'createShows', 'extraActions', 'createDocs', 'updateDocs', 'callerMembers', 'pages', 'keyLimit', 'changesLoggedAsRows']);
 
 function checkDeclaration(options: BuiltinOptions, { builtin }: { builtin: boolean }): Resource {
   if (typeof options !== 'object' || options === null) throw new DeclarationError('?', null, 'defineResource needs an object');
@@ -483,6 +491,7 @@ function checkDeclaration(options: BuiltinOptions, { builtin }: { builtin: boole
     callerMembers: options.callerMembers ?? {},
     pages: options.pages ?? {},
     keyLimit: options.keyLimit ?? 'write',
+    changesLoggedAsRows: options.changesLoggedAsRows ?? false,
   };
 }
 

@@ -9,6 +9,7 @@ import type { Field, FieldResult } from '../resources/fields/field.js';
 import { field } from '../resources/fields/index.js';
 import type { DynamicDb, Row } from '../db/dynamic-tables.js';
 import { defineBuiltinResource, type Resource } from '../resources/resource.js';
+import { LOGGED_COLUMNS, logDeliveriesCreated } from './delivery-changes.js';
 import { loadOwnWebhook } from './subscriptions.js';
 import { deliveryListPage, deliveryPage } from './pages/delivery-pages.js';
 
@@ -41,13 +42,13 @@ const shown = (schema: Record<string, unknown>) => ({ schema: () => ({ ...schema
  */
 async function waitingBehind(db: DynamicDb, rows: readonly Row[]): Promise<Map<number, number>> {
   const behind = new Map<number, number>();
-  if (rows.length === 0) return behind;
+  const waiting = (row: Row) => row.record_key !== null && WAITING.includes(row.status as never);
+  // Nothing waiting, nothing to ask (a stream shows each delivered or failed one from its row).
+  const keys = [...new Set(rows.filter(waiting).map((row) => String(row.record_key)))];
+  if (keys.length === 0) return behind;
   const webhookId = Number(rows[0]!.webhook_id);
   const webhook = (await db.selectFrom('webhooks').select('ordering').where('id', '=', webhookId).executeTakeFirst()) as { ordering: string } | undefined;
   if (webhook?.ordering !== 'record') return behind;
-  const waiting = (row: Row) => row.record_key !== null && WAITING.includes(row.status as never);
-  const keys = [...new Set(rows.filter(waiting).map((row) => String(row.record_key)))];
-  if (keys.length === 0) return behind;
   const heads = (await db
     .selectFrom('deliveries')
     .select(['record_key', (eb) => eb.fn.min('id').as('head')])
@@ -62,6 +63,18 @@ async function waitingBehind(db: DynamicDb, rows: readonly Row[]): Promise<Map<n
     if (head !== undefined && head < row.id && waiting(row)) behind.set(row.id, head);
   }
   return behind;
+}
+
+/**
+ * The request and response of the latest attempt, for rows that lack them: a stream's rows are
+ * logged without them (delivery-changes.ts: they were most of what the log wrote per attempt), so
+ * a delivery's own stream shows them as the delivery holds them when the message is built.
+ */
+async function latestAttempts(db: DynamicDb, rows: readonly Row[]): Promise<Map<number, Row>> {
+  const ids = rows.filter((row) => !('request_headers' in row)).map((row) => row.id);
+  if (ids.length === 0) return new Map();
+  const stored = (await db.selectFrom('deliveries').select(['id', 'request_headers', 'response_headers', 'response_body']).where('id', 'in', ids).execute()) as Row[];
+  return new Map(stored.map((row) => [Number(row.id), row]));
 }
 
 /** The latest entry of each guid that failed: older failures already redelivered are skipped. */
@@ -117,8 +130,9 @@ async function redeliver(
     .insertInto('deliveries')
     .columns(['guid', 'webhook_id', 'event', 'action', 'payload', 'payload_of', 'status', 'attempts', 'next_attempt_at', 'redelivery', 'created_at', 'record_key'])
     .expression(copies)
-    .returning('id')
+    .returning(LOGGED_COLUMNS)
     .execute();
+  await logDeliveriesCreated(db, inserted);
   await announceDeliveries(storage, db);
   return { queued: inserted.length, remaining: total - inserted.length };
 }
@@ -219,6 +233,8 @@ export function deliveriesResource({ storage, wake }: { storage: Storage; wake: 
     fields,
     filters: { status: ['exact'] },
     detailOnly: ['request', 'response'],
+    // Written by the outbox, the redelivery actions and the dispatcher, and logged there (delivery-changes.ts).
+    changesLoggedAsRows: true,
     hooks: {
       async scope(request) {
         const webhook = await loadOwnWebhook(request.unit?.trx ?? db, request);
@@ -228,14 +244,16 @@ export function deliveriesResource({ storage, wake }: { storage: Storage; wake: 
         const behind = await waitingBehind(executor, rows);
         // A redelivery shows the payload it sends: its original's.
         const payloads = detail ? await resolvePayloads(executor as never, rows as unknown as DeliveryRow[]) : [];
+        const attempts = detail ? await latestAttempts(executor, rows) : new Map<number, Row>();
         rows.forEach((row, index) => {
           const delivery = out[index]!;
           const head = behind.get(row.id);
           delivery.record = row.record_key;
           delivery.waiting_behind = head === undefined ? null : `/api/v1/webhooks/${Number(row.webhook_id)}/deliveries/${head}/`;
           if (detail) {
-            delivery.request = { headers: parseJson(row.request_headers), payload: JSON.parse(payloads[index]!.payload) as unknown };
-            delivery.response = { headers: parseJson(row.response_headers), payload: row.response_body };
+            const attempt = attempts.get(row.id) ?? row;
+            delivery.request = { headers: parseJson(attempt.request_headers), payload: JSON.parse(payloads[index]!.payload) as unknown };
+            delivery.response = { headers: parseJson(attempt.response_headers), payload: attempt.response_body ?? null };
           }
         });
       },

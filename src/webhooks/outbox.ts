@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Kysely, Transaction } from 'kysely';
 import { announceDeliveries } from '../db/delivery-queue.js';
-import { sendAhead, sendLater } from '../db/pipelining.js';
+import { sendAhead } from '../db/pipelining.js';
 import type { Storage } from '../db/database.js';
 import type { Database } from '../db/schema.js';
 import type { DynamicDb } from '../db/dynamic-tables.js';
@@ -9,6 +9,7 @@ import type { User } from '../http/caller.js';
 import { fieldsAreShared, hiddenFieldsOf } from '../resources/access/field-rules.js';
 import type { QueryFilter } from '../resources/filters.js';
 import type { Change, ChangeListener, PendingChange } from '../resources/resource.js';
+import { LOGGED_COLUMNS, logDeliveriesCreated } from './delivery-changes.js';
 import { ChangeBodies, eventPayload, type Actor, type FilterVerdict, type Sight } from './events.js';
 import { WebhookAccess, type Owners } from './webhook-access.js';
 import { WebhookFilters } from './webhook-filters.js';
@@ -46,7 +47,7 @@ export interface NewEvent {
  */
 export const INSERT_BATCH = 1_000;
 
-/** Writes deliveries within the caller's transaction and announces them on commit. */
+/** Writes deliveries within the caller's transaction, logs them for their streams, and announces them on commit. */
 export async function enqueueDeliveries(storage: Storage, trx: Executor, events: readonly NewEvent[]): Promise<void> {
   if (events.length === 0) return;
   const now = Date.now();
@@ -55,8 +56,7 @@ export async function enqueueDeliveries(storage: Storage, trx: Executor, events:
 }
 
 async function insertDeliveries(trx: Executor, events: readonly NewEvent[], now: number): Promise<void> {
-  // Its answer matters only at commit: sent with what follows on PostgreSQL (db/pipelining.ts).
-  const insert = trx
+  const rows = await trx
     .insertInto('deliveries')
     .values(
       events.map((event) => ({
@@ -74,8 +74,9 @@ async function insertDeliveries(trx: Executor, events: readonly NewEvent[], now:
         record_key: event.recordKey ?? null,
       })),
     )
-    .compile();
-  await sendLater(trx, insert);
+    .returning(LOGGED_COLUMNS)
+    .execute();
+  await logDeliveriesCreated(trx, rows);
 }
 
 /** Whether a webhook's `events` list (JSON text) asks for this event. */

@@ -6,6 +6,7 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Storage } from '../db/database.js';
 import { announceDeliveries } from '../db/delivery-queue.js';
+import { numberSoon } from './delivery-changes.js';
 import { recordAttempts, type AttemptRecord } from './record-attempt.js';
 
 /** How long finished attempts wait to be recorded together. */
@@ -25,6 +26,8 @@ export class OutcomeBatch {
   private freesOrderedWork = false;
   private flushing: Promise<void> | null = null;
   private flushTimer: Promise<void> | null = null;
+  /** The numbering of the recorded outcomes' changes (delivery-changes.ts), under way. */
+  private numbering: Promise<void> | null = null;
 
   constructor(private readonly options: OutcomeBatchOptions) {}
 
@@ -45,13 +48,18 @@ export class OutcomeBatch {
   private scheduleFlush(): Promise<void> {
     this.flushTimer ??= new Promise<void>((resolve) => setTimeout(resolve, FLUSH_DELAY_MS)).then(() => {
       this.flushTimer = null;
-      return this.flush();
+      return this.write();
     });
     return this.flushTimer;
   }
 
-  /** Writes pending outcomes now (also on stop, after the last attempts finished). */
+  /** Writes pending outcomes now, and waits for their changes' numbering (on stop, after the last attempts finished). */
   async flush(): Promise<void> {
+    await this.write();
+    await this.numbering;
+  }
+
+  private async write(): Promise<void> {
     while (this.flushing) await this.flushing;
     if (this.pending.length === 0) return;
     const batch = this.pending;
@@ -60,9 +68,13 @@ export class OutcomeBatch {
     this.freesOrderedWork = false;
     const { storage, log } = this.options;
     this.flushing = recordAttempts(storage, batch, this.options.schedule)
-      // The next delivery of an ordered record became claimable: other workers hear it now,
-      // not at their next idle poll (this one wakes itself when the attempt's slot frees).
-      .then(() => (announce ? announceDeliveries(storage, storage.db) : undefined))
+      .then(() => {
+        // The deliveries' streams hear of the outcomes once numbered; a slot need not wait for that.
+        this.numbering = numberSoon(storage).catch((error: unknown) => log.warn({ err: error }, 'could not number delivery changes yet; the next write will'));
+        // The next delivery of an ordered record became claimable: other workers hear it now,
+        // not at their next idle poll (this one wakes itself when the attempt's slot frees).
+        return announce ? announceDeliveries(storage, storage.db) : undefined;
+      })
       .catch((error: unknown) => {
         // The leases stay; the deliveries are retried once they expire (at least once, API.md §4).
         log.error({ err: error, count: batch.length }, 'could not record delivery attempts');

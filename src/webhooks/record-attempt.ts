@@ -1,6 +1,7 @@
 import { sql, type Kysely } from 'kysely';
 import type { Storage } from '../db/database.js';
 import type { Database, DeliveryRow } from '../db/schema.js';
+import { logDeliveriesUpdated, type DeliveryColumns } from './delivery-changes.js';
 import { retryDelaySeconds } from './retry-schedule.js';
 import type { AttemptOutcome } from './send-attempt.js';
 
@@ -49,19 +50,36 @@ function responseMessage(outcome: AttemptOutcome): string {
 /** Rows per UPDATE: 10 parameters each stays well under SQLite's and PostgreSQL's limits. */
 const ROWS_PER_STATEMENT = 200;
 
+/** The delivery as the attempt leaves it (its next state computed once: retries are jittered). */
+function attempted({ delivery, outcome, finishedAt }: AttemptRecord, schedule: readonly number[]): DeliveryColumns {
+  const state = nextState(delivery, outcome, schedule, finishedAt);
+  return {
+    ...delivery,
+    status: state.status,
+    attempts: delivery.attempts + 1,
+    next_attempt_at: state.nextAttemptAt,
+    lease_until: null,
+    status_code: outcome.statusCode,
+    duration_ms: Math.round(outcome.durationMs),
+    delivered_at: outcome.ok ? finishedAt : null,
+    request_headers: JSON.stringify(outcome.requestHeaders),
+    response_headers: JSON.stringify(outcome.responseHeaders),
+    response_body: outcome.responseBody,
+  };
+}
+
 /**
  * One UPDATE … FROM for many deliveries: a statement per delivery cost a round trip each on
  * PostgreSQL (issue #6). The rows are a UNION ALL of SELECTs, which both dialects accept (SQLite
  * has no column list on VALUES); the casts give PostgreSQL the types of the parameters.
  */
-async function updateDeliveries(trx: Kysely<Database>, records: readonly AttemptRecord[], schedule: readonly number[]): Promise<void> {
-  const rows = records.map(({ delivery, outcome, finishedAt }) => {
-    const state = nextState(delivery, outcome, schedule, finishedAt);
-    return sql`select cast(${delivery.id} as bigint) as id, cast(${state.status} as varchar(16)) as status,
-      cast(${delivery.attempts + 1} as integer) as attempts, cast(${state.nextAttemptAt} as bigint) as next_attempt_at,
-      cast(${outcome.statusCode} as integer) as status_code, cast(${Math.round(outcome.durationMs)} as integer) as duration_ms,
-      cast(${outcome.ok ? finishedAt : null} as bigint) as delivered_at, cast(${JSON.stringify(outcome.requestHeaders)} as text) as request_headers,
-      cast(${JSON.stringify(outcome.responseHeaders)} as text) as response_headers, cast(${outcome.responseBody} as text) as response_body`;
+async function updateDeliveries(trx: Kysely<Database>, updated: readonly DeliveryColumns[]): Promise<void> {
+  const rows = updated.map((row) => {
+    return sql`select cast(${row.id} as bigint) as id, cast(${row.status} as varchar(16)) as status,
+      cast(${row.attempts} as integer) as attempts, cast(${row.next_attempt_at} as bigint) as next_attempt_at,
+      cast(${row.status_code} as integer) as status_code, cast(${row.duration_ms} as integer) as duration_ms,
+      cast(${row.delivered_at} as bigint) as delivered_at, cast(${row.request_headers} as text) as request_headers,
+      cast(${row.response_headers} as text) as response_headers, cast(${row.response_body} as text) as response_body`;
   });
   await sql`
     update deliveries set status = v.status, attempts = v.attempts, next_attempt_at = v.next_attempt_at,
@@ -71,13 +89,19 @@ async function updateDeliveries(trx: Kysely<Database>, records: readonly Attempt
     where deliveries.id = v.id`.execute(trx);
 }
 
-/** Writes a batch of attempt outcomes and the webhooks' resulting state in one transaction. */
+/**
+ * Writes a batch of attempt outcomes and the webhooks' resulting state in one transaction, with
+ * the deliveries' new states in the change log (their streams, issue 23), numbered later
+ * (delivery-changes.ts `numberSoon`).
+ */
 export async function recordAttempts(storage: Storage, records: readonly AttemptRecord[], schedule: readonly number[]): Promise<void> {
   if (records.length === 0) return;
+  const updated = records.map((record) => attempted(record, schedule));
   await storage.db.transaction().execute(async (trx) => {
-    for (let start = 0; start < records.length; start += ROWS_PER_STATEMENT) {
-      await updateDeliveries(trx, records.slice(start, start + ROWS_PER_STATEMENT), schedule);
+    for (let start = 0; start < updated.length; start += ROWS_PER_STATEMENT) {
+      await updateDeliveries(trx, updated.slice(start, start + ROWS_PER_STATEMENT));
     }
+    await logDeliveriesUpdated(trx, records.map(({ delivery }, index) => ({ row: updated[index]!, previous: delivery })));
 
     // The webhook's state follows its latest attempt in the batch. Webhooks are updated in id
     // order, so that workers recording at once lock them in the same order (no deadlock), and a

@@ -117,7 +117,7 @@ function actionsBox(body: unknown, context: RenderContext, collectionPath: strin
 }
 
 /** Whether the page follows its own URL's event stream (STREAMS.md §5): a list or record read that succeeded. */
-function followsStream({ view, method, status }: RenderContext): boolean {
+export function followsStream({ view, method, status }: RenderContext): boolean {
   return method === 'GET' && status === 200 && view.mediaTypes.includes('text/event-stream');
 }
 

@@ -5,6 +5,7 @@
 // action's rule asked of the record in the same transaction (PostgreSQL's `USING` / `WITH CHECK`).
 
 import { sql, type CompiledQuery } from 'kysely';
+import { numberPending } from '../../db/change-log.js';
 import type { Storage } from '../../db/database.js';
 import type { Condition, DynamicDb, Row } from '../../db/dynamic-tables.js';
 import type { User } from '../../http/caller.js';
@@ -50,6 +51,15 @@ const POSITION_COLUMN = sql<number>`(select last from change_positions where id 
 const ID_PLACEHOLDER = -4_200_042_007;
 /** Callers whose record query is kept compiled, per collection. */
 const CALLER_QUERIES = 1_000;
+/**
+ * For a collection logged as rows (a webhook's deliveries): whether a change is committed but not
+ * numbered yet (the dispatcher's are numbered together later, webhooks/delivery-changes.ts). A read
+ * that sees one has them numbered and reads again, so its position is exact all the same.
+ */
+const CHANGES_WAITING = '__changes_waiting';
+const WAITING_COLUMN = sql<number>`(case when exists (select 1 from change_log where position is null) then 1 else 0 end)`.as(CHANGES_WAITING);
+/** Reads again after numbering waiting changes at most this often; then the position may repeat a change. */
+const EXACT_READS = 3;
 
 /** What the queries of one collection's viewset read with. */
 export interface QuerysetOptions {
@@ -76,12 +86,39 @@ export function buildQueryset(resource: Resource, options: QuerysetOptions) {
     return conditions;
   }
 
+  const waitingAware = resource.changesLoggedAsRows;
+  /** Numbers the changes committed unnumbered (db/change-log.ts numberPending). */
+  const numberWaiting = () => storage.transact(async (trx) => numberPending(trx));
+  /**
+   * Reads until no change waits to be numbered (`WAITING_COLUMN`), numbering them between reads;
+   * a read within a write unit cannot (its transaction holds the writer) and keeps the first.
+   */
+  async function exactRead<T extends { waiting: boolean }>(read: () => Promise<T>, unit: boolean): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      const found = await read();
+      if (!found.waiting || unit || attempt === EXACT_READS) return found;
+      await numberWaiting();
+    }
+  }
+  /** Whether a row read with WAITING_COLUMN saw a change waiting; takes the column off. */
+  function sawWaiting(row: Row | undefined): boolean {
+    if (!row || !waitingAware) return false;
+    const waiting = Number(row[CHANGES_WAITING]) === 1;
+    delete row[CHANGES_WAITING];
+    return waiting;
+  }
+
   /** One page of the list: scoped, filtered, in the requested ordering. */
-  async function listPage(request: ApiRequest, page: PageRequest) {
+  function listPage(request: ApiRequest, page: PageRequest) {
+    return exactRead(() => readPage(request, page), Boolean(request.unit));
+  }
+
+  async function readPage(request: ApiRequest, page: PageRequest) {
     // The last change position, read by the page's own statement (one snapshot), so a stream
     // opened after it starts exactly where the page ends (STREAMS.md §3); taken off the rows below.
     // Each row also says which of its restricted fields the caller may read (ACCESS.md §3).
     let query = selectFieldReads((request.unit?.trx ?? db).selectFrom(table).selectAll().select(POSITION_COLUMN), resource, request.user);
+    if (waitingAware) query = query.select(WAITING_COLUMN);
     if (hooks.scope) query = query.where(await hooks.scope(request));
     const readable = readCondition(resource.access, request.user);
     if (readable) query = query.where(readable);
@@ -89,8 +126,9 @@ export function buildQueryset(resource: Resource, options: QuerysetOptions) {
     const field = resource.fields[page.ordering.name.replace(/^-/, '')];
     const found = await fetchKeysetPage<Row>(query, page, { path: listPath(request), query: request.query, cursors }, field ? nullsAs(field) : undefined);
     const position = found.rows.length ? Number(found.rows[0]![PAGE_POSITION]) : null;
+    const waiting = found.rows.map(sawWaiting)[0] ?? false;
     for (const row of found.rows) delete row[PAGE_POSITION];
-    return { ...found, position };
+    return { ...found, position, waiting };
   }
 
   // The hottest query, compiled once: building and compiling it with Kysely on every request
@@ -98,7 +136,9 @@ export function buildQueryset(resource: Resource, options: QuerysetOptions) {
   // reads the last change position in the same statement (one snapshot, as a page does:
   // STREAMS.md §3); a separate statement for it was a tenth of a GET's CPU (issue 18).
   const selectById = db.selectFrom(table).selectAll().where('id', '=', 0).compile();
-  const selectByIdAt = db.selectFrom(table).selectAll().select(POSITION_COLUMN).where('id', '=', 0).compile();
+  const selectByIdAt = (waitingAware ? db.selectFrom(table).selectAll().select(POSITION_COLUMN).select(WAITING_COLUMN) : db.selectFrom(table).selectAll().select(POSITION_COLUMN))
+    .where('id', '=', 0)
+    .compile();
   const fieldsShared = fieldsAreShared(resource);
   // The same SELECT for a caller whose read rule or field rules shape it, compiled once per caller
   // (user and roles: what the rules are judged by) and reused with another id: building it with
@@ -122,7 +162,7 @@ export function buildQueryset(resource: Resource, options: QuerysetOptions) {
       return rows[0];
     }
     let query = executor.selectFrom(table).selectAll().where('id', '=', id);
-    if (withPosition) query = query.select(POSITION_COLUMN);
+    if (withPosition) query = waitingAware ? query.select(POSITION_COLUMN).select(WAITING_COLUMN) : query.select(POSITION_COLUMN);
     if (request) query = selectFieldReads(query, resource, request.user);
     if (scope) query = query.where(scope);
     if (readable) query = query.where(readable);
@@ -163,9 +203,12 @@ export function buildQueryset(resource: Resource, options: QuerysetOptions) {
 
   /** `loadRow` for a GET: the record and the last change position, read by one statement. */
   async function loadRowAt(executor: DynamicDb, id: number, from: ApiRequest): Promise<{ row: Row; position: number }> {
-    const row = await readRow(executor, id, false, from, true);
-    const position = Number(row[PAGE_POSITION]);
-    delete row[PAGE_POSITION];
+    const { row, position } = await exactRead(async () => {
+      const row = await readRow(executor, id, false, from, true);
+      const position = Number(row[PAGE_POSITION]);
+      delete row[PAGE_POSITION];
+      return { row, position, waiting: sawWaiting(row) };
+    }, Boolean(from.unit));
     return { row, position };
   }
 

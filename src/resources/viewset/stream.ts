@@ -63,8 +63,9 @@ export function buildStreams(resource: Resource, options: StreamOptions) {
   const table = resource.table;
   // A record shown as logged is the writer's view of it; one with reverse lists (filtered per
   // reader), members per caller, fields some callers may not read (ACCESS.md §3), or detail-only
-  // fields is shown again for each reader.
-  const listShownPerReader = Boolean(resource.hooks.representFor) || Object.keys(resource.related).length > 0 || !fieldsAreShared(resource);
+  // fields is shown again for each reader, and so is one whose changes are logged as rows only.
+  const fromRows = resource.changesLoggedAsRows;
+  const listShownPerReader = fromRows || Boolean(resource.hooks.representFor) || Object.keys(resource.related).length > 0 || !fieldsAreShared(resource);
   const recordShownPerReader = listShownPerReader || resource.detailOnly.length > 0;
   // A record shown alike to every reader gives every stream standing alike towards a change the
   // same message: it is built once, and its one string lets the sinks encode it once
@@ -103,6 +104,14 @@ export function buildStreams(resource: Resource, options: StreamOptions) {
         return (await shownTo(asOf, [row], await represent([row], db, detail, asOf.user)))[0]!;
       }
 
+      /** An update's `changes`: as logged, or, logged as rows, each member the previous row shows otherwise. */
+      async function changesOf(change: LoggedChange, record: Record<string, unknown>): Promise<Record<string, unknown>> {
+        if (!fromRows || change.previous === null) return change.changes ?? {};
+        const before = (await represent([change.previous as Row], db, false, asOf.user))[0]!;
+        const differs = ([name, value]: [string, unknown]) => name in record && JSON.stringify(value) !== JSON.stringify(record[name]);
+        return Object.fromEntries(Object.entries(before).filter(differs).map(([name, value]) => [name, { from: value }]));
+      }
+
       function message(change: LoggedChange, standing: Standing): Promise<Message | null> {
         if (perReader) return messageFor(change, standing);
         const key = `${+standing.before.readable}${+standing.before.matched}${+standing.after.readable}${+standing.after.matched}`;
@@ -124,7 +133,7 @@ export function buildStreams(resource: Resource, options: StreamOptions) {
         if (!after.readable) return data({ record: { url: change.record.url, id: change.record.id }, matched_after: false });
         const record = await shown(change);
         // A change to a field the reader may not read is not theirs to see (ACCESS.md §3).
-        const changes = Object.fromEntries(Object.entries(change.changes ?? {}).filter(([name]) => name in record));
+        const changes = Object.fromEntries(Object.entries(await changesOf(change, record)).filter(([name]) => name in record));
         const body = { record, changes };
         if (!inAfter) return data({ ...body, matched_after: false });
         if (!inBefore) return data({ ...body, matched_before: false });

@@ -1,13 +1,14 @@
 import { html } from 'ghtml';
 import type { RenderContext } from '../../http/view.js';
 import { actionButton } from '../../http/browsable/forms.js';
-import { pageHeading, pagination } from '../../http/browsable/resource-page.js';
+import { followsStream, pageHeading, pagination } from '../../http/browsable/resource-page.js';
 import { JSON_VIEW_LIMITS, jsonView, shortened } from '../../http/browsable/json-view.js';
 import { cutNote, responseView } from '../../http/browsable/response-view.js';
 
 // The deliveries dashboard (issue 12 §5; API.md §4), GitHub's "Recent deliveries": newest first,
-// filter by status, Redeliver one or all failed, and each delivery's request and response. While
-// a delivery is pending the script swaps in the fresh table every two seconds (no reload).
+// filter by status, Redeliver one or all failed, and each delivery's request and response. The
+// table follows the list's own event stream (STREAMS.md §5): on each delivery created or attempted
+// the script swaps in the fresh table (no reload, no polling).
 
 interface Delivery {
   url: string;
@@ -57,7 +58,6 @@ export function deliveryListPage(body: unknown, context: RenderContext): string 
     const href = s === null ? base! : `${base}?status=${s}`;
     return html`<a class="tab" href="${href}"!${s === current ? ' aria-current="page"' : ''}>${s ?? 'all'}</a>`;
   });
-  const pending = deliveries.some((d) => d.status === 'pending' || d.status === 'retrying');
   const table = deliveries.length
     ? html`<div class="table-wrap"><table class="table deliveries">
 <caption class="visually-hidden">Recent deliveries, newest first</caption>
@@ -72,7 +72,7 @@ export function deliveryListPage(body: unknown, context: RenderContext): string 
 <nav class="tabs" aria-label="Filter by status">!${tabs}</nav>
 !${actionButton({ method: 'POST', action: `${base}failed/attempts/`, label: 'Redeliver all failed' })}
 </div>
-<div id="deliveries-live" aria-live="polite"!${pending ? ' data-refresh="2000"' : ''}>!${table}</div>
+<div id="deliveries-live" aria-live="polite"!${followsStream(context) ? html` data-stream="${path}"` : ''}>!${table}</div>
 </section>
 !${pagination(body)}
 !${responseView({ method: 'GET', path, status, allow, headers: context.headers(), body, collapsed: true })}`;
