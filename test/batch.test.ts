@@ -147,8 +147,10 @@ describe.each(BACKENDS)('batch on %s', (backend) => {
         ['updated', 'Streamed 3'],
       ]);
       const positions = messages.map((m) => Number(m.id));
-      expect(positions[1]).toBe(positions[0]! + 1);
-      expect(positions[2]).toBe(positions[0]! + 2);
+      // Each its own, growing: the deliveries the webhooks above get are changes too, logged in
+      // the same transaction, so the authors' positions need not be consecutive.
+      expect(positions[1]).toBeGreaterThan(positions[0]!);
+      expect(positions[2]).toBeGreaterThan(positions[1]!);
     } finally {
       stream.close();
     }
