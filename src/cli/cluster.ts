@@ -4,7 +4,7 @@ import { loadKeys } from '../auth/keys.js';
 import { UserStore } from '../auth/users.js';
 import type { Config } from '../config.js';
 import type { LimiterFactory } from '../http/throttling/request-throttle.js';
-import { DispatcherThread } from '../webhooks/dispatcher-thread.js';
+import { createDispatcher, type Dispatcher } from '../webhooks/dispatcher.js';
 import { ensureFirstUser } from './first-user.js';
 import { openProject } from './project.js';
 import { serve } from './serve.js';
@@ -14,8 +14,7 @@ import { createLogger } from '../http/logging.js';
 /**
  * `restwire serve --workers N` (node:cluster): N processes share the port so the API uses every
  * core. The primary does what must happen once: migrations, the first user, the webhook
- * dispatcher (on SQLite there must be exactly one; on a thread of its own, as in `serve`, so it
- * never delays the primary's answers to the workers), and, without Redis, the rate-limit counts
+ * dispatcher (on SQLite there must be exactly one), and, without Redis, the rate-limit counts
  * all workers share (rate-limiter-flexible's cluster limiter), so the limit stays one limit.
  */
 const WAKE = 'restwire:deliveries-queued';
@@ -34,10 +33,11 @@ async function runPrimary(config: Config, workers: number): Promise<void> {
   if (notice) process.stdout.write(`${notice}\n`);
   if (config.redisUrl === null) new RateLimiterClusterMaster();
 
-  // A thread that keeps failing stops the cluster: it must not serve on without delivering.
-  const dispatcher = config.dispatcherInServe
-    ? new DispatcherThread({ config, secretKey: keys.secretKey, log, onFatal: () => shutdown('SIGTERM', 1) })
-    : null;
+  let dispatcher: Dispatcher | null = null;
+  if (config.dispatcherInServe) {
+    dispatcher = createDispatcher(config, storage, { secretKey: keys.secretKey, log });
+    await dispatcher.start();
+  }
   cluster.on('message', (_worker, message: unknown) => {
     if (message === WAKE) dispatcher?.wake();
   });
@@ -58,7 +58,6 @@ async function runPrimary(config: Config, workers: number): Promise<void> {
     await dispatcher?.stop();
     await storage.close();
   });
-  await dispatcher?.start();
   const fork = (): Worker => cluster.fork();
   // A worker that dies is replaced, unless workers keep dying at once (a database that is down,
   // a port in use): then the cluster stops rather than fork in a tight loop.

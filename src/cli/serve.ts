@@ -1,7 +1,5 @@
 import { buildApp, logsInfo, type App, type AppOptions } from '../app.js';
 import type { Config } from '../config.js';
-import { createQueueMetrics } from '../webhooks/delivery-metrics.js';
-import { DispatcherThread } from '../webhooks/dispatcher-thread.js';
 import { ensureFirstUser } from './first-user.js';
 import { openProject } from './project.js';
 import { onShutdownSignal } from './shutdown.js';
@@ -11,54 +9,27 @@ export interface ServeOptions extends AppOptions {
   readonly dispatcher?: boolean;
 }
 
-/**
- * Starts the API server; resolves once listening and, unless DISPATCHER_IN_SERVE=false, once its
- * dispatcher runs, on a thread of its own (webhooks/dispatcher-thread.ts: delivery never waits
- * in the API's event loop). SIGTERM/SIGINT drain and exit 0 (API.md §5).
- */
+/** Starts the API server; resolves once listening. SIGTERM/SIGINT drain and exit 0 (API.md §5). */
 export async function serve(config: Config, options: ServeOptions = {}): Promise<App> {
-  const { dispatcher: delivers = config.dispatcherInServe, onDeliveriesQueued, ...appOptions } = options;
   const { project, storage } = await openProject(config);
-  let thread: DispatcherThread | null = null;
-  const app = await buildApp(config, storage, {
-    registry: project.registry,
-    ...appOptions,
-    onDeliveriesQueued: () => {
-      thread?.wake();
-      onDeliveriesQueued?.();
-    },
-  });
-  if (delivers) {
-    const dispatcher = new DispatcherThread({
-      config,
-      secretKey: app.keys.secretKey,
-      log: app.server.log,
-      // A thread that keeps failing stops the process: it must not serve on without delivering.
-      onFatal: () => shutdown('SIGTERM', 1),
-    });
-    app.metrics.include(() => dispatcher.metricsText());
-    thread = dispatcher;
-  } else {
-    // The delivery metrics are the dispatcher's; the queue is in the database for any process to report.
-    createQueueMetrics(app.metrics.registry, storage.db);
-  }
-  // Before anything slow: a SIGTERM while the dispatcher thread starts must drain, not kill.
-  const shutdown = onShutdownSignal(async (signal) => {
+  const app = await buildApp(config, storage, { registry: project.registry, ...options });
+  const notice = await ensureFirstUser(app.users, config);
+  if (notice) process.stdout.write(`${notice}\n`);
+  const address = await app.server.listen({ host: config.host, port: config.port });
+  // Fastify logs where it listens at info; an operator who turned logs down still needs to know.
+  if (!logsInfo(config)) process.stdout.write(`restwire: listening at ${address}\n`);
+  if (options.dispatcher ?? config.dispatcherInServe) await app.dispatcher.start();
+
+  onShutdownSignal(async (signal) => {
     app.server.log.info({ signal, deadlineMs: config.drainTimeoutMs }, 'draining in-flight requests');
     // Fastify stops accepting, answers 503 to new requests on kept-alive sockets, and waits
     // for in-flight ones, but only until DRAIN_TIMEOUT_SECONDS: a slow client must not hold
     // the process (issue 11, finding 5).
     await closeWithin(app, config.drainTimeoutMs);
     // Stop claiming; in-flight attempts finish and are recorded (API.md §5).
-    await thread?.stop();
+    await app.dispatcher.stop();
     await storage.close();
   });
-  const notice = await ensureFirstUser(app.users, config);
-  if (notice) process.stdout.write(`${notice}\n`);
-  const address = await app.server.listen({ host: config.host, port: config.port });
-  // Fastify logs where it listens at info; an operator who turned logs down still needs to know.
-  if (!logsInfo(config)) process.stdout.write(`restwire: listening at ${address}\n`);
-  await thread?.start();
   return app;
 }
 

@@ -51,20 +51,12 @@ export interface Storage {
 }
 
 
-/** How `openStorage` opens the database. */
-export interface OpenOptions {
-  /** Apply restwire's pending migrations (default true). */
-  readonly migrate?: boolean;
-  /** The PostgreSQL pool's size (default 10); SQLite has one connection. */
-  readonly maxConnections?: number;
-}
-
 /** Opens SQLite under DATA_DIR, or PostgreSQL when `databaseUrl` is set, and applies migrations. */
 export async function openStorage(
   options: Pick<Config, 'databaseUrl' | 'dataDir'>,
-  { migrate = true, maxConnections = 10 }: OpenOptions = {},
+  { migrate = true }: { migrate?: boolean } = {},
 ): Promise<Storage> {
-  const storage = options.databaseUrl ? await openPostgres(options.databaseUrl, maxConnections) : openSqlite(options.dataDir);
+  const storage = options.databaseUrl ? await openPostgres(options.databaseUrl) : openSqlite(options.dataDir);
   if (migrate) {
     try {
       await migrateToLatest(storage.db);
@@ -167,7 +159,7 @@ function openSqlite(dataDir: string): Storage {
   return storageOf(db, 'sqlite', null);
 }
 
-async function openPostgres(connectionString: string, max: number): Promise<Storage> {
+async function openPostgres(connectionString: string): Promise<Storage> {
   // Loaded only for PostgreSQL, so an SQLite process does not carry the driver (issue #6).
   const { default: pg } = await import('pg');
   // PostgreSQL returns int8 (bigint) as a string to protect precision; our ids and millisecond
@@ -175,7 +167,7 @@ async function openPostgres(connectionString: string, max: number): Promise<Stor
   pg.types.setTypeParser(pg.types.builtins.INT8, (value) => Number(value));
   // Pipeline mode: a transaction's statements that need no answer yet go out without waiting
   // for the one before (pipelining.ts); queries awaited one by one behave as without it.
-  const options: pg.PoolConfig & { pipeline: boolean } = { connectionString, max, connectionTimeoutMillis: 5000, pipeline: true };
+  const options: pg.PoolConfig & { pipeline: boolean } = { connectionString, max: 10, connectionTimeoutMillis: 5000, pipeline: true };
   const pool = new pg.Pool(options);
   // An idle client that loses its server must not crash the process; the next query reconnects.
   pool.on('error', () => {});

@@ -39,20 +39,7 @@ export function createMetrics() {
     messages: new Counter({ name: 'restwire_stream_messages_total', help: 'Messages sent on event streams (keep-alive comments not counted).', registers: [registry] }),
   };
 
-  // Metric families kept elsewhere in the process (the dispatcher thread's, cli/serve.ts), as
-  // exposition text: their families are their own, so /metrics appends them to this registry's.
-  const sources: Array<() => Promise<string>> = [];
-  /** Adds a source of exposition text whose metric families this registry does not have. */
-  function include(source: () => Promise<string>): void {
-    sources.push(source);
-  }
-  /** The /metrics body: this registry's families, then each included source's. */
-  async function render(): Promise<string> {
-    const texts = await Promise.all([registry.metrics(), ...sources.map((source) => source())]);
-    return texts.filter((text) => text !== '').map((text) => (text.endsWith('\n') ? text : `${text}\n`)).join('');
-  }
-
-  return { registry, recordRequest, rateLimitStore, streams, include, render };
+  return { registry, recordRequest, rateLimitStore, streams };
 }
 
 export type Metrics = ReturnType<typeof createMetrics>;

@@ -11,38 +11,10 @@ export interface DispatcherGauges {
 }
 
 /**
- * The queue as the database holds it, for /metrics (API.md §5): deliveries waiting, and rows in
- * the delivery log by status. Read at scrape time, so any process can report them: the dispatcher
- * thread of a `serve` that delivers, or a `serve` that leaves delivery to `worker` processes.
- */
-export function createQueueMetrics(registry: Registry, db: Kysely<Database>): void {
-  new Gauge({
-    name: 'restwire_webhook_queue_depth',
-    help: 'Deliveries waiting for an attempt (pending or retrying).',
-    registers: [registry],
-    async collect() {
-      this.set(await queueDepth(db));
-    },
-  });
-  new Gauge({
-    name: 'restwire_webhook_deliveries',
-    help: 'Rows in the delivery log, by status (kept for DELIVERY_RETENTION_DAYS).',
-    labelNames: ['status'] as const,
-    registers: [registry],
-    async collect() {
-      const counts = await deliveriesByStatus(db);
-      this.reset();
-      for (const status of ['pending', 'retrying', 'delivered', 'failed']) this.set({ status }, counts.get(status) ?? 0);
-    },
-  });
-}
-
-/**
- * Delivery metrics for /metrics (API.md §5): attempts by outcome, their duration, open circuits
- * (issue 11), what retention removed, and the queue (`createQueueMetrics`).
+ * Delivery metrics for /metrics (API.md §5): attempts by outcome, their duration, the queue
+ * depth, and open circuits (issue 11).
  */
 export function createDeliveryMetrics(registry: Registry, db: Kysely<Database>, dispatcher: DispatcherGauges) {
-  createQueueMetrics(registry, db);
   const attempts = new Counter({
     name: 'restwire_webhook_attempts_total',
     help: 'Webhook delivery attempts, by outcome (success, http_error, network_error).',
@@ -56,6 +28,15 @@ export function createDeliveryMetrics(registry: Registry, db: Kysely<Database>, 
     registers: [registry],
   });
   new Gauge({
+    name: 'restwire_webhook_queue_depth',
+    help: 'Deliveries waiting for an attempt (pending or retrying).',
+    registers: [registry],
+    async collect() {
+      this.set(await queueDepth(db));
+    },
+  });
+
+  new Gauge({
     name: 'restwire_webhook_circuits_open',
     help: 'Webhooks whose receiver kept failing to answer, cut to one attempt at a time until it answers (this process).',
     registers: [registry],
@@ -64,6 +45,17 @@ export function createDeliveryMetrics(registry: Registry, db: Kysely<Database>, 
     },
   });
 
+  new Gauge({
+    name: 'restwire_webhook_deliveries',
+    help: 'Rows in the delivery log, by status (kept for DELIVERY_RETENTION_DAYS).',
+    labelNames: ['status'] as const,
+    registers: [registry],
+    async collect() {
+      const counts = await deliveriesByStatus(db);
+      this.reset();
+      for (const status of ['pending', 'retrying', 'delivered', 'failed']) this.set({ status }, counts.get(status) ?? 0);
+    },
+  });
   const pruned = new Counter({
     name: 'restwire_webhook_deliveries_pruned_total',
     help: 'Deliveries deleted by retention (older than DELIVERY_RETENTION_DAYS; never pending or retrying).',

@@ -1,8 +1,7 @@
 // The dispatcher (STYLE.md 7): the loop that claims due deliveries, admits them to their
 // webhooks' lanes (lanes.ts), and for each one whose turn comes signs (signing.ts), sends
 // (send-attempt.ts) and hands the outcome to be recorded (outcome-batch.ts, record-attempt.ts).
-// It runs on a thread of `serve` (dispatcher-thread.ts) or in `restwire worker` processes; on
-// PostgreSQL any number share the
+// It runs inside `serve` or in `restwire worker` processes; on PostgreSQL any number share the
 // queue (claims are leases taken with SKIP LOCKED; see db/delivery-queue.ts). While it runs, it
 // also keeps the delivery log pruned (retention.ts). On SIGTERM it stops claiming, gives back
 // work that has not started, and lets attempts in flight finish and be recorded.
