@@ -8,7 +8,8 @@ export default defineResource({
   description: 'Resumes, each listing education records by path.',
   fields: {
     full_name: field.string({ maxLength: 150 }),
-    email: field.email({ unique: true }),
+    // Shown to the resume's owner and to admins only (ACCESS.md §3); everyone else gets no `email` member.
+    email: field.email({ unique: true, access: { read: 'owner=@me' } }),
     headline: field.text({ maxLength: 2000, required: false }),
     website: field.url({ required: false, nullable: true }),
     years_of_experience: field.integer({ min: 0, max: 80, default: 0 }),
