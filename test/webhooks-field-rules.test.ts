@@ -68,9 +68,17 @@ describe.each(BACKENDS)('webhooks under field rules on %s', (backend) => {
       .reverse()
       .map((row) => `${row.action} ${row.record}`);
   };
-  /** A webhook's `contact` bodies, once `count` of them have arrived. */
-  const bodiesOf = async (name: string, count: number): Promise<Json[]> =>
-    contactsOf(await hooks[name]!.receiver.waitFor((all) => contactsOf(all).length === count));
+  /**
+   * A webhook's `contact` bodies once `count` of them have arrived, in the order they were queued
+   * (its log's): an unordered webhook's deliveries of different records may arrive in any order.
+   */
+  const bodiesOf = async (name: string, count: number): Promise<Json[]> => {
+    const { id, auth, receiver } = hooks[name]!;
+    const received = await receiver.waitFor((all) => contactsOf(all).length === count);
+    const page = await send('GET', `/api/v1/webhooks/${id}/deliveries/?limit=100`, auth);
+    const queued = (page.body.results as Json[]).filter((row) => row.event === 'contact').reverse();
+    return queued.map((row) => bodyOf(received.find((r) => r.headers['x-service-delivery'] === row.guid)!));
+  };
 
   beforeAll(async () => {
     database = await createTestDatabase(backend);
