@@ -10,6 +10,7 @@ const TIMED = [
   'src/auth/login-throttle.test.ts', // counts through Redis
   'test/api-keys.test.ts', // a revoke reaches another process within 5 s
   'test/outages.test.ts', // fails open within 450 ms per request
+  'test/postgres-refusals.test.ts', // serves again within 10 s of its connections being ended (57P01)
   'test/own-resources-inputs.test.ts', // a refused 40 000-item list within 5 s
   'test/shared-limits.test.ts', // two processes count exactly through Redis
   'test/streams.test.ts', // streams end within 1 s of SIGTERM
