@@ -100,7 +100,6 @@ export async function appendChanges(trx: Executor, changes: readonly NewChange[]
     holding.push(...changes);
     return;
   }
-  const numbered = deferred ? new WeakSet<object>() : unnumbered;
   const now = Date.now();
   if (changes.length === 1) {
     // Every single write logs one change: its INSERT is compiled once per dialect, as the viewset's
@@ -108,7 +107,7 @@ export async function appendChanges(trx: Executor, changes: readonly NewChange[]
     // Sent without waiting on PostgreSQL (db/pipelining.ts): its answer matters only at commit.
     const compiled = singleInsertOf(trx);
     await sendLater(trx, CompiledQuery.raw(compiled.sql, rowValues(changes[0]!, now)));
-    numbered.add(trx);
+    if (!deferred) unnumbered.add(trx);
     return;
   }
   for (let start = 0; start < changes.length; start += INSERT_BATCH) {
@@ -130,7 +129,7 @@ export async function appendChanges(trx: Executor, changes: readonly NewChange[]
       .compile();
     await sendLater(trx, insert);
   }
-  numbered.add(trx);
+  if (!deferred) unnumbered.add(trx);
 }
 
 /** Makes the transaction's last step number every change still unnumbered (deferred ones). */
