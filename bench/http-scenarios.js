@@ -100,12 +100,16 @@ function compare(rows, backend, redis) {
 
 const round = (value) => Math.round(value * 100) / 100;
 
-/** Starts bench/floor.js on the store's kind of database: its own SQLite file, or its own fresh PostgreSQL database. */
-async function startFloor(processes, store, databaseUrl) {
+/**
+ * Starts bench/floor.js on the store's kind of database: its own SQLite file, or its own fresh
+ * PostgreSQL database (its URL as the handle's `databaseUrl`, null on SQLite).
+ */
+export async function startFloor(processes, store, databaseUrl) {
   const env = { PATH: process.env.PATH ?? '', FLOOR_SEED: String(SEED) };
   if (store.backend === 'postgres') env.FLOOR_DATABASE_URL = await processes.database(databaseUrl);
   else env.FLOOR_SQLITE_FILE = `${processes.tempDir('restwire-floor-')}/floor.sqlite3`;
-  return processes.startServer(`floor (${store.backend})`, FLOOR, [], env, { readyPath: GET_ONE.path });
+  const floor = await processes.startServer(`floor (${store.backend})`, FLOOR, [], env, { readyPath: GET_ONE.path });
+  return { ...floor, databaseUrl: env.FLOOR_DATABASE_URL ?? null };
 }
 
 /**

@@ -1,7 +1,7 @@
 // One load scenario: a warm-up (discarded, so the JIT and caches settle), then a timed
 // autocannon run against 127.0.0.1 while the server's peak RSS is watched.
 import autocannon from 'autocannon';
-import { cpuSeconds, mib, processTree, watchPeakRss } from './memory.js';
+import { cpuSeconds, mib, processTree, watchCpu, watchPeakRss } from './memory.js';
 
 /** Runs autocannon and resolves with its result (rejects on a setup error). */
 function cannon(options) {
@@ -14,8 +14,10 @@ function cannon(options) {
  * `load`: { duration, warmup, connections }.
  * Resolves with a row of figures (requests/s, p50/p99 ms, non-2xx, peak RSS MiB, and the
  * server's CPU time per request in µs, user + kernel, where /proc can tell).
+ * `groups`, when given, resolves with other processes to watch ([{ name, pids }]: a database's
+ * backends, Redis); the row's `machineCpu` then says where the CPU went (memory.js watchCpu).
  */
-export async function measure(server, request, load) {
+export async function measure(server, request, load, groups = null) {
   const options = {
     url: `${server.url}${request.path}`,
     method: request.method ?? 'GET',
@@ -30,14 +32,17 @@ export async function measure(server, request, load) {
   // A cluster's workers are the server's children: its memory is theirs and its own together.
   const tree = processTree(server.pid);
   const memory = watchPeakRss(tree);
+  const machine = groups ? watchCpu(await groups()) : null;
   const cpuBefore = cpuSeconds(tree);
   let result;
   let peak;
+  let machineCpu = null;
   try {
     result = await cannon({ ...options, duration: load.duration });
   } finally {
     const peaks = memory.stop();
     peak = peaks.some((p) => p === null) ? null : peaks.reduce((sum, p) => sum + p, 0);
+    machineCpu = machine?.stop() ?? null;
   }
   const cpuAfter = cpuSeconds(tree);
   const cpu = cpuBefore && cpuAfter ? cpuAfter.user + cpuAfter.system - cpuBefore.user - cpuBefore.system : null;
@@ -55,6 +60,7 @@ export async function measure(server, request, load) {
     peakRssMiB: mib(peak),
     cpuSeconds: cpu,
     cpuUsPerRequest: cpuPerRequest(cpu, result.requests.total),
+    machineCpu,
   };
 }
 
@@ -64,7 +70,7 @@ const cpuPerRequest = (seconds, requests) => (seconds === null || requests === 0
  * Measures several (server, request) pairs in alternating slices (A B C A B C …), so that none
  * always runs second — on a busier machine, or on a table the one before it just grew — and
  * ratios between them hold even when other work comes and goes on the machine (issue #13).
- * `pairs`: [{ server, request }]. Each pair gets its own warm-up, then `rounds` slices of
+ * `pairs`: [{ server, request, groups? }] (`groups` as for measure). Each pair gets its own warm-up, then `rounds` slices of
  * duration/rounds seconds (at least 1); its row adds the slices up (requests/s over the whole
  * time; p50 the mean of the slices', p99 the worst slice's, peak RSS the highest).
  */
@@ -73,7 +79,7 @@ export async function measureAlternating(pairs, load, rounds = alternatingRounds
   const slices = pairs.map(() => []);
   for (const { server, request } of pairs) if (load.warmup > 0) await measure(server, request, { ...load, duration: load.warmup, warmup: 0 });
   for (let round = 0; round < rounds; round++) {
-    for (const [index, { server, request }] of pairs.entries()) slices[index].push(await measure(server, request, slice));
+    for (const [index, { server, request, groups }] of pairs.entries()) slices[index].push(await measure(server, request, slice, groups));
   }
   return slices.map((parts) => {
     const add = (name) => parts.reduce((sum, part) => sum + part[name], 0);
@@ -93,9 +99,22 @@ export async function measureAlternating(pairs, load, rounds = alternatingRounds
       peakRssMiB: peaks.some((peak) => peak === null) ? null : Math.max(...peaks),
       cpuSeconds: parts.some((part) => part.cpuSeconds === null) ? null : add('cpuSeconds'),
       cpuUsPerRequest: parts.some((part) => part.cpuSeconds === null) ? null : cpuPerRequest(add('cpuSeconds'), add('requests')),
+      machineCpu: addMachineCpu(parts.map((part) => part.machineCpu)),
       slices: parts.length,
     };
   });
+}
+
+/** The slices' watchCpu figures added up (a figure null where any slice's was), or null when none were watched. */
+function addMachineCpu(figures) {
+  if (figures.some((figure) => figure === null)) return null;
+  const sum = (read) => (figures.some((figure) => read(figure) === null) ? null : figures.reduce((total, figure) => total + read(figure), 0));
+  return {
+    wallSeconds: sum((figure) => figure.wallSeconds),
+    groups: Object.fromEntries(Object.keys(figures[0].groups).map((name) => [name, sum((figure) => figure.groups[name])])),
+    loadGenerator: sum((figure) => figure.loadGenerator),
+    machine: sum((figure) => figure.machine),
+  };
 }
 
 /** Slices of about 2 s: 5 rounds of a 10 s scenario, 2 rounds of a 1 s one (--quick). */

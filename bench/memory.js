@@ -87,14 +87,77 @@ export function cpuSeconds(pids) {
   let user = 0;
   let system = 0;
   for (const pid of pids) {
-    try {
-      const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-      const ticks = 100; // USER_HZ, 100 on every Linux Node runs on
-      user += Number(fields[11]) / ticks;
-      system += Number(fields[12]) / ticks;
-    } catch {
-      return null;
-    }
+    const times = processCpuTimes(pid);
+    if (times === null) return null;
+    user += times.user;
+    system += times.system;
   }
   return { user, system };
+}
+
+// Clock ticks per second in /proc: USER_HZ, 100 on every Linux Node runs on.
+const USER_HZ = 100;
+
+/** One process's user and kernel CPU seconds so far, or null when it is gone or /proc is missing. */
+function processCpuTimes(pid) {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+    return { user: Number(fields[11]) / USER_HZ, system: Number(fields[12]) / USER_HZ };
+  } catch {
+    return null;
+  }
+}
+
+function processCpuSeconds(pid) {
+  const times = processCpuTimes(pid);
+  return times === null ? null : times.user + times.system;
+}
+
+/** Busy CPU seconds of the whole machine so far, every core added up (/proc/stat: all but idle and iowait). */
+function machineBusySeconds() {
+  try {
+    const [user, nice, system, , , irq, softirq, steal] = readFileSync('/proc/stat', 'utf8').split('\n', 1)[0].trim().split(/\s+/).slice(1).map(Number);
+    return (user + nice + system + irq + softirq + steal) / USER_HZ;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Where the machine's CPU goes during a timed run (issue 21: what limits first when everything
+ * shares one machine). Counts, from now until `stop()`, the CPU seconds of each named group of
+ * processes (`groups`: [{ name, pids }]; a pid gone by the end counts for nothing), of this
+ * process (the load generator: autocannon runs in it) and of the whole machine (other work on it
+ * included). `stop()` returns { wallSeconds, groups: { name: seconds }, loadGenerator, machine },
+ * a figure null where /proc could not tell.
+ */
+export function watchCpu(groups) {
+  const started = performance.now();
+  const before = groups.map(({ name, pids }) => ({ name, pids: pids.map((pid) => [pid, processCpuSeconds(pid)]) }));
+  const ownBefore = process.cpuUsage();
+  const machineBefore = machineBusySeconds();
+  return {
+    stop() {
+      const own = process.cpuUsage(ownBefore);
+      const machineAfter = machineBusySeconds();
+      const seconds = {};
+      for (const { name, pids } of before) {
+        let sum = 0;
+        let read = false;
+        for (const [pid, start] of pids) {
+          const end = processCpuSeconds(pid);
+          if (start === null || end === null) continue;
+          sum += end - start;
+          read = true;
+        }
+        seconds[name] = read ? sum : null;
+      }
+      return {
+        wallSeconds: (performance.now() - started) / 1000,
+        groups: seconds,
+        loadGenerator: (own.user + own.system) / 1e6,
+        machine: machineBefore === null || machineAfter === null ? null : machineAfter - machineBefore,
+      };
+    },
+  };
 }

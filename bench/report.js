@@ -137,6 +137,47 @@ function featureTargetCells(features) {
   return { header, rows };
 }
 
+/**
+ * `serve --workers N` against one process and the floor (issue 21): every row with where the CPU
+ * went during its slices, in % of one core (the machine has `cores` × 100 %).
+ */
+function scaleOutCells(scale) {
+  const header = ['Scenario', 'server', 'req/s', 'p50 ms', 'p99 ms', 'non-2xx', 'vs floor', 'vs 1 process', 'CPU µs/request',
+    'server CPU %', 'PostgreSQL CPU %', 'Redis CPU %', 'autocannon CPU %', 'other work CPU %', 'machine busy %', 'peak RSS MiB', 'note'];
+  const rows = scale.rows.map((row) => [
+    row.scenario,
+    row.name,
+    show(row.requestsPerSecond),
+    show(row.p50Ms),
+    show(row.p99Ms),
+    show(row.non2xx),
+    row.kind === 'floor' ? dash : ratio(row.vsFloor),
+    row.kind === 'many' ? ratio(row.vsOne) : dash,
+    show(row.cpuUsPerRequest),
+    show(row.cpu.server),
+    show(row.cpu.postgres),
+    show(row.cpu.redis),
+    show(row.cpu.loadGenerator),
+    show(row.cpu.other),
+    show(row.cpu.machine),
+    show(row.peakRssMiB),
+    row.flagged ? `FLAGGED: ${row.requests} answered, ${row.non2xx} non-2xx, ${row.errors} errors, ${row.timeouts} timeouts` : '',
+  ]);
+  return { header, rows };
+}
+
+const scaleOutTitle = (report) => {
+  const scale = report.scaleOut;
+  return `serve --workers ${scale.workers} against one process (issue 21; ${scale.backend}${scale.redis ? ' + Redis' : ''}, a fresh store per server, ` +
+    `${scale.seeded} seeded experiences, ${report.load.connections} connections, ${report.load.duration} s per server and scenario after ${report.load.warmup} s warm-up, ` +
+    `the floor and both in alternating slices; CPU in % of one core over the slices (${report.machine.cores} cores = ${report.machine.cores * 100} %): ` +
+    'the server\'s node processes, PostgreSQL\'s backends for its database, Redis (shared with other work), autocannon (the bench process), ' +
+    'other work on the machine (the rest), the whole machine)';
+};
+
+const scaleOutVerdicts = (scale) =>
+  scale.comparisons.map((c) => `- ${c.label}: ${show(c.figure)} vs ${show(c.reference)} req/s = ${ratio(c.measured)}${c.flagged ? ' (rows FLAGGED: requests failed)' : ''}`).join('\n');
+
 const featuresTitle = (report) =>
   `Feature scenarios (issues #18, #19, #20; restwire on ${report.features.backend}, one project and fresh store per group, non-admin caller, ` +
   `${report.load.connections} connections, ${report.load.duration} s per scenario after ${report.load.warmup} s warm-up, with and without the feature in alternating slices; ` +
@@ -170,6 +211,9 @@ export function textReport(report) {
   }
   if (report.features) {
     parts.push(`\n${featuresTitle(report)}`, textTable(featureCells(report.features)), '\nTargets (issues #18, #19, #20)', textTable(featureTargetCells(report.features)));
+  }
+  if (report.scaleOut) {
+    parts.push(`\n${scaleOutTitle(report)}`, textTable(scaleOutCells(report.scaleOut)), '', scaleOutVerdicts(report.scaleOut));
   }
   return parts.join('\n');
 }
@@ -208,6 +252,9 @@ export function markdownReport(report) {
   }
   if (report.features) {
     parts.push('', `- ${featuresTitle(report)}`, '', markdownTable(featureCells(report.features)), '', markdownTable(featureTargetCells(report.features)));
+  }
+  if (report.scaleOut) {
+    parts.push('', `- ${scaleOutTitle(report)}`, '', markdownTable(scaleOutCells(report.scaleOut)), '', scaleOutVerdicts(report.scaleOut));
   }
   return `${parts.join('\n')}\n`;
 }

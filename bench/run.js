@@ -9,6 +9,7 @@ import { FEATURE_GROUPS, runFeatureScenarios } from './feature-scenarios.js';
 import { runHttpScenarios } from './http-scenarios.js';
 import { Processes } from './processes.js';
 import { markdownReport, textReport } from './report.js';
+import { runScaleOut } from './scale-out.js';
 import { runWebhookThroughput } from './webhook-throughput.js';
 
 const USAGE = `usage: npm run bench -- [options]
@@ -26,9 +27,12 @@ const USAGE = `usage: npm run bench -- [options]
   --steady N         seconds of the steady phase (default 10; --quick 2)
   --note TEXT        a remark written with the section in bench/RESULTS.md
   --only LIST        only these sections, comma-separated: http (the #6/#13 request scenarios),
-                     webhooks, ${FEATURE_GROUPS.join(', ')} (the targets of issues #18, #19, #20;
-                     left out of --quick unless named here)
+                     webhooks, ${FEATURE_GROUPS.join(', ')} (the targets of issues #18, #19, #20),
+                     workers (issue 21: \`serve --workers N\` against one process and the floor,
+                     GET one and POST, with where the machine's CPU went); all but http and
+                     webhooks left out of --quick unless named here
   --workers N        run the request scenarios on \`restwire serve --workers N\` (node:cluster)
+  --compare-workers N  the cluster size the workers section compares with one process (default 2)
 
   BENCH_DATABASE_URL=postgres://…  run restwire on a fresh database there (and webhooks with 1 and 2 workers)
   BENCH_REDIS_URL=redis://…        give restwire REDIS_URL`;
@@ -64,6 +68,7 @@ function parseOptions(argv) {
       steady: { type: 'string' },
       note: { type: 'string' },
       workers: { type: 'string' },
+      'compare-workers': { type: 'string' },
       only: { type: 'string' },
       help: { type: 'boolean', default: false },
     },
@@ -80,7 +85,7 @@ function parseOptions(argv) {
   };
   if (values.webhooks && values['no-webhooks']) throw new Error('--webhooks and --no-webhooks exclude each other');
   const quick = values.quick;
-  const sections = ['http', 'webhooks', ...FEATURE_GROUPS];
+  const sections = ['http', 'webhooks', ...FEATURE_GROUPS, 'workers'];
   const only = values.only === undefined ? null : values.only.split(',').map((name) => name.trim()).filter(Boolean);
   for (const name of only ?? []) if (!sections.includes(name)) throw new Error(`--only: unknown section ${name}; one of ${sections.join(', ')}`);
   if (only && (values.webhooks || values['no-webhooks'])) throw new Error('--only excludes --webhooks and --no-webhooks');
@@ -92,6 +97,7 @@ function parseOptions(argv) {
     webhooks: chosen('webhooks') && !values['no-webhooks'],
     // The feature groups start a server each: a full run has them, --quick (CI) only when named.
     features: FEATURE_GROUPS.filter((name) => (only ? only.includes(name) : !quick && !values.webhooks)),
+    scaleOut: only ? only.includes('workers') : !quick && !values.webhooks,
     note: values.note ?? null,
     load: {
       duration: number('duration', quick ? 1 : 10, 1),
@@ -106,6 +112,7 @@ function parseOptions(argv) {
     maxWaitMs: quick ? 20_000 : 300_000,
     // `restwire serve --workers N` (node:cluster) for the request scenarios; 0 = one per core.
     workers: values.workers === undefined ? null : number('workers', 0, 0),
+    compareWorkers: number('compare-workers', 2, 2),
     databaseUrl: process.env.BENCH_DATABASE_URL || null,
     ordered: values.ordered,
     redisUrl: process.env.BENCH_REDIS_URL || null,
@@ -167,6 +174,7 @@ async function main() {
     http: null,
     webhooks: null,
     features: null,
+    scaleOut: null,
   };
   try {
     if (options.http) {
@@ -180,6 +188,10 @@ async function main() {
     if (options.features.length) {
       log(`feature scenarios: ${options.features.join(', ')}`);
       report.features = await runFeatureScenarios(processes, options, options.features, log);
+    }
+    if (options.scaleOut) {
+      log(`serve --workers ${options.compareWorkers} against one process`);
+      report.scaleOut = await runScaleOut(processes, options, log);
     }
   } finally {
     await processes.cleanUp();
