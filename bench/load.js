@@ -16,8 +16,10 @@ function cannon(options) {
  * server's CPU time per request in µs, user + kernel, where /proc can tell).
  * `groups`, when given, resolves with other processes to watch ([{ name, pids }]: a database's
  * backends, Redis); the row's `machineCpu` then says where the CPU went (memory.js watchCpu).
+ * `probe`, when given, is called before the timed run and resolves with a function that, called
+ * after it, resolves with counts of what happened meanwhile ({ name: number }), the row's `probed`.
  */
-export async function measure(server, request, load, groups = null) {
+export async function measure(server, request, load, { groups = null, probe = null } = {}) {
   const options = {
     url: `${server.url}${request.path}`,
     method: request.method ?? 'GET',
@@ -33,6 +35,7 @@ export async function measure(server, request, load, groups = null) {
   const tree = processTree(server.pid);
   const memory = watchPeakRss(tree);
   const machine = groups ? watchCpu(await groups()) : null;
+  const probed = probe ? await probe() : null;
   const cpuBefore = cpuSeconds(tree);
   let result;
   let peak;
@@ -45,6 +48,7 @@ export async function measure(server, request, load, groups = null) {
     machineCpu = machine?.stop() ?? null;
   }
   const cpuAfter = cpuSeconds(tree);
+  const counts = probed ? await probed() : null;
   const cpu = cpuBefore && cpuAfter ? cpuAfter.user + cpuAfter.system - cpuBefore.user - cpuBefore.system : null;
   const codes = Object.fromEntries(Object.entries(result.statusCodeStats).map(([code, { count }]) => [code, count]));
   return {
@@ -61,6 +65,7 @@ export async function measure(server, request, load, groups = null) {
     cpuSeconds: cpu,
     cpuUsPerRequest: cpuPerRequest(cpu, result.requests.total),
     machineCpu,
+    probed: counts,
   };
 }
 
@@ -70,7 +75,7 @@ const cpuPerRequest = (seconds, requests) => (seconds === null || requests === 0
  * Measures several (server, request) pairs in alternating slices (A B C A B C …), so that none
  * always runs second — on a busier machine, or on a table the one before it just grew — and
  * ratios between them hold even when other work comes and goes on the machine (issue #13).
- * `pairs`: [{ server, request, groups? }] (`groups` as for measure). Each pair gets its own warm-up, then `rounds` slices of
+ * `pairs`: [{ server, request, groups?, probe? }] (`groups`, `probe` as for measure). Each pair gets its own warm-up, then `rounds` slices of
  * duration/rounds seconds (at least 1); its row adds the slices up (requests/s over the whole
  * time; p50 the mean of the slices', p99 the worst slice's, peak RSS the highest).
  */
@@ -79,7 +84,7 @@ export async function measureAlternating(pairs, load, rounds = alternatingRounds
   const slices = pairs.map(() => []);
   for (const { server, request } of pairs) if (load.warmup > 0) await measure(server, request, { ...load, duration: load.warmup, warmup: 0 });
   for (let round = 0; round < rounds; round++) {
-    for (const [index, { server, request, groups }] of pairs.entries()) slices[index].push(await measure(server, request, slice, groups));
+    for (const [index, { server, request, groups, probe }] of pairs.entries()) slices[index].push(await measure(server, request, slice, { groups, probe }));
   }
   return slices.map((parts) => {
     const add = (name) => parts.reduce((sum, part) => sum + part[name], 0);
@@ -100,6 +105,7 @@ export async function measureAlternating(pairs, load, rounds = alternatingRounds
       cpuSeconds: parts.some((part) => part.cpuSeconds === null) ? null : add('cpuSeconds'),
       cpuUsPerRequest: parts.some((part) => part.cpuSeconds === null) ? null : cpuPerRequest(add('cpuSeconds'), add('requests')),
       machineCpu: addMachineCpu(parts.map((part) => part.machineCpu)),
+      probed: parts[0].probed ? Object.fromEntries(Object.keys(parts[0].probed).map((name) => [name, parts.reduce((sum, part) => sum + part.probed[name], 0)])) : null,
       slices: parts.length,
     };
   });

@@ -142,8 +142,9 @@ function featureTargetCells(features) {
  * went during its slices, in % of one core (the machine has `cores` × 100 %).
  */
 function scaleOutCells(scale) {
-  const header = ['Scenario', 'server', 'req/s', 'p50 ms', 'p99 ms', 'non-2xx', 'vs floor', 'vs 1 process', 'CPU µs/request',
-    'server CPU %', 'PostgreSQL CPU %', 'Redis CPU %', 'autocannon CPU %', 'other work CPU %', 'machine busy %', 'peak RSS MiB', 'note'];
+  const header = ['Scenario', 'server', 'req/s', 'p50 ms', 'p99 ms', 'non-2xx', 'vs floor', 'vs 1 process',
+    'server CPU', 'PostgreSQL CPU', 'Redis CPU', 'autocannon CPU', 'other work', 'machine busy', 'commits/s (creates each)', 'peak RSS MiB', 'note'];
+  const share = ({ percent, usPerRequest }) => (percent === null ? dash : `${percent} % (${show(usPerRequest)} µs)`);
   const rows = scale.rows.map((row) => [
     row.scenario,
     row.name,
@@ -153,13 +154,13 @@ function scaleOutCells(scale) {
     show(row.non2xx),
     row.kind === 'floor' ? dash : ratio(row.vsFloor),
     row.kind === 'many' ? ratio(row.vsOne) : dash,
-    show(row.cpuUsPerRequest),
-    show(row.cpu.server),
-    show(row.cpu.postgres),
-    show(row.cpu.redis),
-    show(row.cpu.loadGenerator),
-    show(row.cpu.other),
-    show(row.cpu.machine),
+    share(row.cpu.server),
+    share(row.cpu.postgres),
+    share(row.cpu.redis),
+    share(row.cpu.loadGenerator),
+    show(row.cpu.other, ' %'),
+    show(row.cpu.machine, ' %'),
+    row.commits ? `${row.commits.perSecond} (${show(row.commits.createsPerCommit)})` : dash,
     show(row.peakRssMiB),
     row.flagged ? `FLAGGED: ${row.requests} answered, ${row.non2xx} non-2xx, ${row.errors} errors, ${row.timeouts} timeouts` : '',
   ]);
@@ -170,9 +171,10 @@ const scaleOutTitle = (report) => {
   const scale = report.scaleOut;
   return `serve --workers ${scale.workers} against one process (issue 21; ${scale.backend}${scale.redis ? ' + Redis' : ''}, a fresh store per server, ` +
     `${scale.seeded} seeded experiences, ${report.load.connections} connections, ${report.load.duration} s per server and scenario after ${report.load.warmup} s warm-up, ` +
-    `the floor and both in alternating slices; CPU in % of one core over the slices (${report.machine.cores} cores = ${report.machine.cores * 100} %): ` +
-    'the server\'s node processes, PostgreSQL\'s backends for its database, Redis (shared with other work), autocannon (the bench process), ' +
-    'other work on the machine (the rest), the whole machine)';
+    `the floor and both in alternating slices; CPU in % of one core over the slices (${report.machine.cores} cores = ${report.machine.cores * 100} %) ` +
+    'and µs per request answered: the server\'s node processes, PostgreSQL\'s backends for its database, Redis (shared with other work), autocannon (the bench process), ' +
+    'other work on the machine (the rest), the whole machine; on PostgreSQL, the POST rows\' commits per second and creates per commit, ' +
+    'from the distinct transaction ids (xmin) of the rows created)';
 };
 
 const scaleOutVerdicts = (scale) =>

@@ -36,19 +36,38 @@ async function redisPid(url) {
 }
 
 /**
- * PostgreSQL's local backends by database, asked through one connection to `adminUrl`:
- * `of(databaseUrl)` resolves with the pids connected to that URL's database; `close()` ends it.
+ * What the section asks PostgreSQL, through one connection to `adminUrl` and one to each
+ * database it looks into: `backends(url)` resolves with the pids of the local backends connected
+ * to that URL's database; `commits(url)` is a probe (bench/load.js) counting the experiences
+ * created meanwhile and the transactions that committed them (distinct `xmin`: a group commit's
+ * creates share one), so that a row says how many creates each commit carried. `close()` ends
+ * every connection.
  */
-async function backends(adminUrl) {
-  const admin = new pg.Client({ connectionString: adminUrl });
-  await admin.connect();
+async function postgresWatch(adminUrl) {
+  const clients = new Map();
+  const client = async (url) => {
+    if (!clients.has(url)) {
+      const opened = new pg.Client({ connectionString: url });
+      clients.set(url, opened.connect().then(() => opened));
+    }
+    return clients.get(url);
+  };
+  const admin = await client(adminUrl);
   return {
-    async of(databaseUrl) {
+    async backends(databaseUrl) {
       const name = new URL(databaseUrl).pathname.slice(1);
       const { rows } = await admin.query('select pid from pg_stat_activity where datname = $1', [name]);
       return rows.map((row) => row.pid).filter((pid) => isLocal(pid, 'postgres'));
     },
-    close: () => admin.end(),
+    commits: (databaseUrl) => async () => {
+      const db = await client(databaseUrl);
+      const { rows: [{ last }] } = await db.query('select coalesce(max(id), 0)::bigint as last from experiences');
+      return async () => {
+        const { rows: [counted] } = await db.query('select count(*)::int as creates, count(distinct xmin::text)::int as commits from experiences where id > $1', [last]);
+        return counted;
+      };
+    },
+    close: () => Promise.all([...clients.values()].map(async (opened) => (await opened).end())),
   };
 }
 
@@ -73,7 +92,7 @@ export async function runScaleOut(processes, options, log) {
   log(`serve at ${one.url} (pid ${one.pid}), serve --workers ${workers} at ${many.url} (pid ${many.pid}), ` +
     `floor at ${floor.url} (pid ${floor.pid}), on ${single.backend}${single.redisUrl ? ' + Redis' : ''}`);
 
-  const postgres = single.databaseUrl ? await backends(options.databaseUrl) : null;
+  const postgres = single.databaseUrl ? await postgresWatch(options.databaseUrl) : null;
   try {
     return await measureAll(options, { single, floor, one, many, postgres, redis: single.redisUrl ? await redisPid(single.redisUrl) : null }, log);
   } finally {
@@ -83,19 +102,24 @@ export async function runScaleOut(processes, options, log) {
 }
 
 /**
- * Where the CPU went during a row's slices, in % of one core: the server, PostgreSQL's backends,
- * Redis, autocannon, the whole machine, and `other`: the machine less those (other work on it).
+ * Where the CPU went during a row's slices: for the server, PostgreSQL's backends, Redis and
+ * autocannon, { percent of one core, µs per request answered }; for the whole machine and
+ * `other` (the machine less those four: other work on it), the percent.
  */
 function cpuShares(figure, wall) {
   const groups = figure.machineCpu?.groups ?? {};
+  const share = (seconds) => ({
+    percent: percentOfCore(seconds, wall),
+    usPerRequest: seconds === null || !figure.requests ? null : Math.round((seconds * 1e6) / figure.requests),
+  });
   const parts = [figure.cpuSeconds, groups.postgres ?? 0, groups.redis ?? 0, figure.machineCpu?.loadGenerator ?? null];
   const machine = figure.machineCpu?.machine ?? null;
   const other = machine === null || parts.some((part) => part === null) ? null : Math.max(0, machine - parts.reduce((sum, part) => sum + part, 0));
   return {
-    server: percentOfCore(figure.cpuSeconds, wall),
-    postgres: percentOfCore(groups.postgres ?? null, wall),
-    redis: percentOfCore(groups.redis ?? null, wall),
-    loadGenerator: percentOfCore(figure.machineCpu?.loadGenerator ?? null, wall),
+    server: share(figure.cpuSeconds),
+    postgres: share(groups.postgres ?? null),
+    redis: share(groups.redis ?? null),
+    loadGenerator: share(figure.machineCpu?.loadGenerator ?? null),
     machine: percentOfCore(machine, wall),
     other: percentOfCore(other, wall),
   };
@@ -111,22 +135,27 @@ async function measureAll(options, { single, floor, one, many, postgres, redis }
   const workers = options.compareWorkers;
   /** What each slice watches besides the server: its database's backends, and Redis where it uses it. */
   const groupsFor = (databaseUrl, usesRedis) => async () => [
-    ...(postgres && databaseUrl ? [{ name: 'postgres', pids: await postgres.of(databaseUrl) }] : []),
+    ...(postgres && databaseUrl ? [{ name: 'postgres', pids: await postgres.backends(databaseUrl) }] : []),
     ...(redis !== null && usesRedis ? [{ name: 'redis', pids: [redis] }] : []),
   ];
   // The floor has a database of its own, and no Redis.
-  const servers = [{ kind: 'floor', name: `${single.backend} floor`, server: floor, groups: groupsFor(floor.databaseUrl, false) }];
+  const servers = [{ kind: 'floor', name: `${single.backend} floor`, server: floor, databaseUrl: floor.databaseUrl, groups: groupsFor(floor.databaseUrl, false) }];
   for (const [kind, name, server] of [['one', 'serve (1 process)', one], ['many', `serve --workers ${workers}`, many]]) {
     const bearer = await bearerAuth(server);
     if (bearer.skipped) throw new Error(`${name}: ${bearer.skipped}`);
     await seedExperiences(server, bearer.authorization, SEED);
-    servers.push({ kind, name, server, authorization: bearer.authorization, groups: groupsFor(server.databaseUrl, true) });
+    servers.push({ kind, name, server, databaseUrl: server.databaseUrl, authorization: bearer.authorization, groups: groupsFor(server.databaseUrl, true) });
   }
 
   const rows = [];
   for (const { shape, title, floor: floorRequest, restwire } of SHAPES) {
     log(`  ${title}: ${servers.map(({ name }) => name).join(', ')}, alternating …`);
-    const pairs = servers.map(({ kind, server, authorization, groups }) => ({ server, groups, request: kind === 'floor' ? floorRequest : restwire(authorization) }));
+    const pairs = servers.map(({ kind, server, databaseUrl, authorization, groups }) => ({
+      server,
+      groups,
+      request: kind === 'floor' ? floorRequest : restwire(authorization),
+      probe: postgres && shape === 'post' ? postgres.commits(databaseUrl) : null,
+    }));
     const figures = await measureAlternating(pairs, options.load);
     for (const [index, figure] of figures.entries()) {
       const { kind, name } = servers[index];
@@ -139,6 +168,7 @@ async function measureAll(options, { single, floor, one, many, postgres, redis }
         kind,
         ...figure,
         cpu: cpuShares(figure, wall),
+        commits: figure.probed ? { ...figure.probed, perSecond: Math.round(figure.probed.commits / figure.seconds), createsPerCommit: figure.probed.commits ? round(figure.probed.creates / figure.probed.commits) : null } : null,
         flagged: figure.non2xx > 0 || figure.errors > 0 || figure.timeouts > 0 || figure.requests === 0,
       });
     }
