@@ -75,9 +75,10 @@ const cpuPerRequest = (seconds, requests) => (seconds === null || requests === 0
  * Measures several (server, request) pairs in alternating slices (A B C A B C …), so that none
  * always runs second — on a busier machine, or on a table the one before it just grew — and
  * ratios between them hold even when other work comes and goes on the machine (issue #13).
- * `pairs`: [{ server, request, groups?, probe? }] (`groups`, `probe` as for measure). Each pair gets its own warm-up, then `rounds` slices of
- * duration/rounds seconds (at least 1); its row adds the slices up (requests/s over the whole
- * time; p50 the mean of the slices', p99 the worst slice's, peak RSS the highest).
+ * `pairs`: [{ server, request, groups?, probe? }] (`groups`, `probe` as for measure). Each pair
+ * gets its own warm-up, then `rounds` slices of duration/rounds seconds (at least 1); its row adds
+ * the slices up (requests/s over the whole time; p50 the mean of the slices', p99 the worst
+ * slice's, peak RSS the highest; CPU and probed counts summed).
  */
 export async function measureAlternating(pairs, load, rounds = alternatingRounds(load)) {
   const slice = { ...load, warmup: 0, duration: Math.max(1, Math.round(load.duration / rounds)) };

@@ -1,7 +1,8 @@
 // Peak resident memory of server processes during one scenario (issue #6: "peak RSS ≤ 150 MB").
 // Linux only: /proc/<pid>/status. Writing 5 to /proc/<pid>/clear_refs resets VmHWM (the kernel's
 // own high-water mark) so it covers this scenario only; VmRSS is also sampled every 100 ms in
-// case the reset is refused. Elsewhere the figure is null.
+// case the reset is refused. Elsewhere the figure is null. CPU time comes from /proc/<pid>/stat
+// and /proc/stat (cpuSeconds, watchCpu), null elsewhere too.
 import { readFileSync, writeFileSync } from 'node:fs';
 
 const KIB = 1024;

@@ -1,6 +1,7 @@
 // `npm run bench` (issues #6, #13): restwire against a bare-Fastify memory baseline and the
-// floor of its own database stack on this machine, then webhook throughput. Prints the tables, writes bench/out/latest.json and appends a section to
-// bench/RESULTS.md (unless --no-write). Every child process, temp folder and database it makes
+// floor of its own database stack on this machine, then webhook throughput, the feature targets
+// (#18, #19, #20) and `serve --workers N` against one process (#21). Prints the tables, writes
+// bench/out/latest.json and appends a section to bench/RESULTS.md (unless --no-write). Every child process, temp folder and database it makes
 // is removed on the way out, on error and on Ctrl-C too.
 import { appendFileSync, existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, release, totalmem, type } from 'node:os';
