@@ -307,12 +307,10 @@ function whoAsks(identity: Identity | null): string {
 async function afterCount<T>(counting: Promise<void> | null, work: () => Promise<T>): Promise<T> {
   if (counting === null) return work();
   const outcome = work();
-  try {
-    await counting;
-  } catch (refused) {
-    outcome.catch(() => {});
-    throw refused;
-  }
+  // Handled at once (a rejection left unhandled while the count is awaited would end the
+  // process); its error is thrown below, once the count allowed the request.
+  outcome.catch(() => {});
+  await counting;
   return outcome;
 }
 
