@@ -82,6 +82,45 @@ describe.skipIf(!REDIS_URL).each(BACKENDS)('one limit across processes through R
   });
 });
 
+describe.skipIf(!REDIS_URL).each(BACKENDS)('a GET counted through Redis, on %s', (backend) => {
+  let database: TestDatabase;
+  let server: RunningServer;
+  const prefix = `restwire-test-${randomBytes(6).toString('hex')}`;
+
+  beforeAll(async () => {
+    database = await createTestDatabase(backend);
+    server = await startServer(database, { env: { REDIS_URL: REDIS_URL!, REDIS_KEY_PREFIX: prefix, RATE_LIMIT_ANON: '3/minute' } });
+  });
+  afterAll(async () => {
+    await server?.stop();
+    await database?.drop();
+    const redis = new Redis(REDIS_URL!);
+    const keys = await redis.keys(`${prefix}:*`);
+    if (keys.length > 0) await redis.del(...keys);
+    await redis.quit();
+  });
+
+  // Its read runs beside its count (issue 21): what the read found is answered only if the count allows it.
+  it('answers what the read found within the limit, and 429 over it, even for a record that does not exist', async () => {
+    const seen = [];
+    for (let i = 0; i < 5; i++) {
+      const response = await fetch(`${server.url}/api/v1/experiences/${i % 2 === 0 ? 987654 : 1}/`);
+      seen.push([response.status, expectRateHeaders(response, 60).remaining]);
+    }
+    // Record 1 does not exist either in a fresh database: 404 within the limit.
+    expect(seen).toEqual([
+      [404, 2],
+      [404, 1],
+      [404, 0],
+      [429, 0],
+      [429, 0],
+    ]);
+    const page = await fetch(`${server.url}/api/v1/experiences/`);
+    expect(page.status).toBe(429);
+    expect(page.headers.get('retry-after')).toMatch(/^\d+$/);
+  });
+});
+
 describe('without Redis each process counts alone', () => {
   let database: TestDatabase;
   let servers: RunningServer[] = [];

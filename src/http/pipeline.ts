@@ -1,6 +1,6 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Authenticator, Identity, User } from './caller.js';
-import type { RequestThrottle, ThrottleState } from './throttling/request-throttle.js';
+import type { RequestThrottle, ThrottleKey, ThrottleState } from './throttling/request-throttle.js';
 import { entityTag, noneMatch } from './conditional.js';
 import { readIdempotencyKey, takesIdempotencyKey, type Idempotency } from './idempotency.js';
 import { InsufficientScope, MethodNotAllowed, NotAcceptable, NotAuthenticated, PermissionDenied, Throttled, type ApiError } from './errors.js';
@@ -84,6 +84,8 @@ export interface ApiState {
   mediaType: string;
   identity: Identity | null;
   throttle: ThrottleState | null;
+  /** The count a shared store has not answered yet, when the request's read may run meanwhile (`initial`). */
+  counting: Promise<void> | null;
 }
 
 declare module 'fastify' {
@@ -138,11 +140,18 @@ export function createPipeline({ authenticators, throttle, idempotency, streams 
     return null;
   }
 
-  async function applyThrottle(request: FastifyRequest, reply: FastifyReply, state: ApiState): Promise<void> {
-    const key = state.identity ? { userId: state.identity.user.id } : { ip: request.ip };
-    const counted = throttle.hit(key);
-    // Counted in memory, the state is there at once: no promise to wait for.
-    const result = counted instanceof Promise ? await counted : counted;
+  function throttleKey(request: FastifyRequest, state: ApiState): ThrottleKey {
+    return state.identity ? { userId: state.identity.user.id } : { ip: request.ip };
+  }
+
+  /** Counts the request; at once when counted in memory, else a promise of the count (Redis). */
+  function applyThrottle(request: FastifyRequest, reply: FastifyReply, state: ApiState): Promise<void> | undefined {
+    const counted = throttle.hit(throttleKey(request, state));
+    if (counted instanceof Promise) return counted.then((result) => applyCount(reply, state, result));
+    applyCount(reply, state, counted);
+  }
+
+  function applyCount(reply: FastifyReply, state: ApiState, result: ThrottleState): void {
     state.throttle = result;
     reply.header('x-rate-limit-limit', result.limit);
     reply.header('x-rate-limit-remaining', result.remaining);
@@ -161,42 +170,57 @@ export function createPipeline({ authenticators, throttle, idempotency, streams 
       done();
       return;
     }
-    initial(request, reply).then(() => done(), done);
+    initial(request, reply, false).then(() => done(), done);
   }
 
-  /** Stage 1: what can be decided from the request line and headers alone. */
-  async function initial(request: FastifyRequest, reply: FastifyReply): Promise<void> {
+  /**
+   * Stage 1: what can be decided from the request line and headers alone. With `overlap` (a GET
+   * or HEAD, stage 1 in its handler), a count the store has not answered yet is left in
+   * `state.counting` instead of awaited: the request's read may run meanwhile (`afterCount`),
+   * unless this process has seen the caller's window used up, so a caller over the limit costs no reads.
+   */
+  async function initial(request: FastifyRequest, reply: FastifyReply, overlap: boolean): Promise<void> {
     const [path, query] = requestPath(request.url);
     const view = request.routeOptions.config.view ?? null;
     // A matched view is an API request whatever the target looked like.
     if (view === null && !isApiRequest(path)) return;
-    const state: ApiState = { view, path, query, mediaType: JSON_TYPE, identity: null, throttle: null };
+    const state: ApiState = { view, path, query, mediaType: JSON_TYPE, identity: null, throttle: null, counting: null };
     request.api = state;
     // Added to, not replacing, what CORS put there (Vary: Origin).
     const vary = reply.getHeader('vary');
     reply.header('vary', vary ? `${String(vary)}, Accept` : 'Accept');
-    try {
-      // Paths that match no view are counted against the client's IP and answered by the
-      // not-found handler; they are not authenticated.
-      if (view === null) return;
-      const allowed = allowedMethods(view);
-      // API.md §6: a method the path does not have is a 405 before authentication is looked at.
-      if (!allowed.includes(request.method as Method)) throw new MethodNotAllowed(request.method, allowed);
-      const offers = request.method === 'OPTIONS' ? optionsMediaTypes(view) : request.method === 'GET' ? view.mediaTypes : withoutStreams(view.mediaTypes);
-      const mediaType = negotiate(request.headers.accept, offers);
-      // The stream is named where it is documented (OpenAPI), not among the renderings a 406 lists.
-      if (mediaType === null) throw new NotAcceptable(withoutStreams(offers));
-      state.mediaType = mediaType;
-      state.identity = await authenticate(request);
-    } finally {
-      await applyThrottle(request, reply, state);
+    // Paths that match no view are counted against the client's IP and answered by the
+    // not-found handler; they are not authenticated.
+    if (view !== null) {
+      try {
+        const allowed = allowedMethods(view);
+        // API.md §6: a method the path does not have is a 405 before authentication is looked at.
+        if (!allowed.includes(request.method as Method)) throw new MethodNotAllowed(request.method, allowed);
+        const offers = request.method === 'OPTIONS' ? optionsMediaTypes(view) : request.method === 'GET' ? view.mediaTypes : withoutStreams(view.mediaTypes);
+        const mediaType = negotiate(request.headers.accept, offers);
+        // The stream is named where it is documented (OpenAPI), not among the renderings a 406 lists.
+        if (mediaType === null) throw new NotAcceptable(withoutStreams(offers));
+        state.mediaType = mediaType;
+        state.identity = await authenticate(request);
+      } catch (error) {
+        // Counted all the same; a 429 answers before what stage 1 refused.
+        await applyThrottle(request, reply, state);
+        throw error;
+      }
     }
+    const counting = applyThrottle(request, reply, state);
+    if (counting === undefined) return;
+    // A stream is opened by the action itself: never before its count.
+    if (overlap && state.mediaType !== EVENT_STREAM_TYPE && !throttle.mayRefuse(throttleKey(request, state))) state.counting = counting;
+    else await counting;
   }
 
   /** Stage 2 (handler): permission (an API key's scopes, then the action's), the view's action, rendering. */
   async function dispatch(request: FastifyRequest, reply: FastifyReply): Promise<void> {
-    if (request.api === null) await initial(request, reply);
+    if (request.api === null) await initial(request, reply, true);
     const state = request.api!;
+    // The count still under way (a GET or HEAD counted in Redis): awaited before anything is sent.
+    let counting = state.counting;
     const view = state.view!;
     const method = request.method as Method;
     if (method === 'OPTIONS') {
@@ -206,7 +230,14 @@ export function createPipeline({ authenticators, throttle, idempotency, streams 
       reply.header('allow', allowedMethods(view).join(', '));
       return send(request, reply, render(request, reply, view, { body: describe(view, state.identity?.user ?? null) }));
     }
-    const action = permittedAction(view, method, state.identity);
+    let action: Action;
+    try {
+      action = permittedAction(view, method, state.identity);
+    } catch (error) {
+      // A 429 answers before a 401 or 403, as when the count is awaited in stage 1.
+      await counting;
+      throw error;
+    }
     const apiRequest = toApiRequest(request, state);
     // After permission: a write that needs a user is a 401 with or without a key (REQUESTS.md §1).
     const idempotencyKey = idempotency && takesIdempotencyKey(method, state.path) ? readIdempotencyKey(request, state.identity !== null) : null;
@@ -220,9 +251,14 @@ export function createPipeline({ authenticators, throttle, idempotency, streams 
     // Asked before the action reads, so what is filed under a version is never older than it.
     // HTML pages show the caller and their rate-limit headers, so they are never reused.
     const reusable = action.version && (method === 'GET' || method === 'HEAD') && state.mediaType !== HTML_TYPE && state.mediaType !== EVENT_STREAM_TYPE;
-    const version = reusable ? await action.version!(apiRequest) : null;
+    // With the count under way, the first read runs beside it: the version, or an action that only reads.
+    if (counting !== null && !reusable && action.readsOnly !== true) {
+      await counting;
+      counting = null;
+    }
+    const version = reusable ? await afterCount(counting, () => action.version!(apiRequest)) : null;
     if (version === null) {
-      const response = await action.handle(apiRequest);
+      const response = await afterCount(counting, () => action.handle(apiRequest));
       // A stream is this stage's fourth rendering: opened here, filled by the action (STREAMS.md §1).
       if (response.stream) return streams.open(request, reply, callerKey(request, state), response.stream);
       return send(request, reply, render(request, reply, view, response));
@@ -261,6 +297,21 @@ function whoAsks(identity: Identity | null): string {
   if (identity === null) return '-';
   const { user, scopes } = identity;
   return `${user.id} ${JSON.stringify(user.roles)} ${scopes === undefined ? '*' : JSON.stringify(scopes)}`;
+}
+
+/**
+ * Runs `work` while the request's count (`counting`, under way in a shared store) is answered,
+ * and hands back what it found only if the count allowed the request: a refusal (429) wins over
+ * the work's result or error, which are then dropped. Without a count under way, runs `work`.
+ */
+async function afterCount<T>(counting: Promise<void> | null, work: () => Promise<T>): Promise<T> {
+  if (counting === null) return work();
+  const outcome = work();
+  // Handled at once (a rejection left unhandled while the count is awaited would end the
+  // process); its error is thrown below, once the count allowed the request.
+  outcome.catch(() => {});
+  await counting;
+  return outcome;
 }
 
 /** Whom the stream limit counts a stream against: the user, else the client's IP (STREAMS.md §1). */

@@ -73,6 +73,12 @@ export interface Action {
    * with the same roles and API key scopes, never for another caller.
    */
   perCaller?(request: ApiRequest): boolean;
+  /**
+   * True when `handle` only reads stored data (no write, no call out, no stream opened): a GET
+   * counted in a shared store may then run it before its count is answered, and drop what it
+   * read if the count refuses the request (issue 21).
+   */
+  readonly readsOnly?: boolean;
 }
 
 /**

@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { parseRate } from '../../config.js';
-import { RequestThrottle } from './request-throttle.js';
+import { RequestThrottle, memoryLimiter, type LimiterFactory } from './request-throttle.js';
 
 const rates = { anon: parseRate('RATE_LIMIT_ANON', '3/minute'), user: parseRate('RATE_LIMIT_USER', '5/hour') };
 
@@ -54,5 +54,59 @@ describe('RequestThrottle (memory)', () => {
     expect(await throttle.hit({ ip: '192.0.2.5' })).toMatchObject({ allowed: true, limit: 3, remaining: 2 });
     expect(await throttle.hit({ userId: 7 })).toMatchObject({ allowed: true, limit: 5, remaining: 4, resetSeconds: 3600 });
     expect(await throttle.hit({ userId: 8 })).toMatchObject({ remaining: 4 });
+  });
+});
+
+describe('RequestThrottle (a shared store)', () => {
+  /** rate-limiter-flexible's memory limiter standing in for Redis, with the points of each consume it was asked for. */
+  function sharedStore() {
+    const consumed: number[] = [];
+    const factory: LimiterFactory = (rate, keyPrefix) => {
+      const limiter = memoryLimiter(rate, keyPrefix);
+      const consume = limiter.consume.bind(limiter);
+      limiter.consume = (key, points = 1, options) => {
+        consumed.push(points);
+        return consume(key, points, options);
+      };
+      return limiter;
+    };
+    return { factory, consumed };
+  }
+
+  it("counts one key's requests of one turn with one command, each with the count it would have had alone", async () => {
+    const { factory, consumed } = sharedStore();
+    const throttle = new RequestThrottle(rates, factory);
+    const states = await Promise.all(Array.from({ length: 5 }, () => throttle.hit({ ip: '192.0.2.10' })));
+    expect(states.map((s) => [s.allowed, s.remaining])).toEqual([
+      [true, 2],
+      [true, 1],
+      [true, 0],
+      [false, 0],
+      [false, 0],
+    ]);
+    expect(consumed).toEqual([5]);
+    // Every request counted, the refused ones too (API.md §6): the next turn starts above the limit.
+    expect(await throttle.hit({ ip: '192.0.2.10' })).toMatchObject({ allowed: false, remaining: 0 });
+    expect(consumed).toEqual([5, 1]);
+  });
+
+  it('keeps keys apart within a turn, and a batch takes its points only when that many are left', async () => {
+    const { factory } = sharedStore();
+    const throttle = new RequestThrottle(rates, factory);
+    const [a, b, c] = await Promise.all([throttle.hit({ userId: 1 }), throttle.hit({ userId: 2 }), throttle.hit({ userId: 1 })]);
+    expect([a!.remaining, b!.remaining, c!.remaining]).toEqual([4, 4, 3]);
+    expect(await throttle.take({ userId: 1 }, 4)).toMatchObject({ allowed: false, remaining: 3 });
+    expect(await throttle.take({ userId: 1 }, 3)).toMatchObject({ allowed: true, remaining: 0 });
+  });
+
+  it('says a key may be refused once its window is used up here (a read then waits for its count)', async () => {
+    const { factory } = sharedStore();
+    const throttle = new RequestThrottle(rates, factory);
+    const key = { ip: '192.0.2.11' };
+    await Promise.all([throttle.hit(key), throttle.hit(key)]);
+    expect(throttle.mayRefuse(key)).toBe(false);
+    await throttle.hit(key);
+    expect(throttle.mayRefuse(key)).toBe(true);
+    expect(throttle.mayRefuse({ ip: '192.0.2.12' })).toBe(false);
   });
 });

@@ -317,6 +317,7 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
 
   const retrieve: Action = {
     permission: resource.permission,
+    readsOnly: true,
     async handle(request) {
       const shape = readShape(request);
       const reader = readerOf(request);
