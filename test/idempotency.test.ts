@@ -209,9 +209,37 @@ describe.each(BACKENDS)('Idempotency-Key on %s', (backend) => {
     expect(withKey.status).toBe(403);
     expect(((await withKey.json()) as Json).failed_index).toBe(1);
     expect(await titled('by key')).toHaveLength(0);
+    // A batch answering with a webhook's secret is no-store itself, and stored encrypted too.
+    const batchBody = { requests: [{ method: 'POST', path: '/api/v1/webhooks/', body }] };
+    const batch = await post('/api/v1/batch/', batchBody, { 'Idempotency-Key': 'batch-secret' });
+    expect(batch.status).toBe(200);
+    expect(batch.headers.get('cache-control')).toBe('no-store');
+    const batchText = await batch.text();
+    const batchSecret = (JSON.parse(batchText) as { responses: Array<{ body: { secret: string } }> }).responses[0]!.body.secret;
+    expect(batchSecret).toMatch(/^whsec_/);
+    const batchAgain = await post('/api/v1/batch/', batchBody, { 'Idempotency-Key': 'batch-secret' });
+    expect(batchAgain.headers.get('idempotent-replayed')).toBe('true');
+    expect(batchAgain.headers.get('cache-control')).toBe('no-store');
+    expect(await batchAgain.text()).toBe(batchText);
     const stored = await storedBodies(database);
     expect(stored.length).toBeGreaterThan(0);
-    expect(stored.some((text) => text.includes(secret) || text.includes(url) || text.includes(key.key))).toBe(false);
+    expect(stored.some((text) => [secret, url, key.key, batchSecret].some((shown) => text.includes(shown)))).toBe(false);
+  });
+
+  it('an answer whose time (IDEMPOTENCY_TTL_HOURS) has passed is not replayed: the key is processed afresh, once', async () => {
+    const body = { title: 'after expiry', q_like_dislike: 'like' };
+    const first = await post('/api/v1/experiences/', body, { 'Idempotency-Key': 'expires' });
+    expect(first.status).toBe(201);
+    // As if the hours had passed, before the pruning removed it.
+    await expireStoredAnswer(database, 'expires');
+    const second = await post('/api/v1/experiences/', body, { 'Idempotency-Key': 'expires' });
+    expect(second.status).toBe(201);
+    expect(second.headers.get('idempotent-replayed')).toBeNull();
+    const secondText = await second.text();
+    const third = await post('/api/v1/experiences/', body, { 'Idempotency-Key': 'expires' });
+    expect(third.headers.get('idempotent-replayed')).toBe('true');
+    expect(await third.text()).toBe(secondText);
+    expect(await titled('after expiry')).toHaveLength(2);
   });
 
   it('kill -9 right after an acknowledged keyed create: the retry after restart answers from storage, one record', async () => {
@@ -243,6 +271,27 @@ async function storedBodies(database: TestDatabase): Promise<string[]> {
   await client.connect();
   try {
     return (await client.query<{ body: string }>('select body from idempotency_keys where body is not null')).rows.map((row) => row.body);
+  } finally {
+    await client.end();
+  }
+}
+
+/** Makes the answer stored under `key` expired, as it is once IDEMPOTENCY_TTL_HOURS have passed. */
+async function expireStoredAnswer(database: TestDatabase, key: string): Promise<void> {
+  if (database.url === null) {
+    const db = new SQLite(join(database.env.DATA_DIR!, 'restwire.sqlite3'));
+    try {
+      db.pragma('busy_timeout = 5000');
+      expect(db.prepare('update idempotency_keys set expires_at = 1 where key = ?').run(key).changes).toBe(1);
+    } finally {
+      db.close();
+    }
+    return;
+  }
+  const client = new pg.Client({ connectionString: database.url });
+  await client.connect();
+  try {
+    expect((await client.query('update idempotency_keys set expires_at = 1 where key = $1', [key])).rowCount).toBe(1);
   } finally {
     await client.end();
   }

@@ -5,11 +5,14 @@
 // keyed POST was half as fast with four more): `claimKey` at the start of the write's transaction
 // (holds the key and reads what is stored under it, in one statement) and `storeResponse` at its
 // end. Both are written once per dialect here rather than built with Kysely per request, which
-// cost more than running them.
+// cost more than running them. Only the claim is waited for: the store goes out with the commit
+// (PostgreSQL pipelining, pipelining.ts), so a keyed write waits one round trip more than a plain
+// one, not two.
 
 import { createHash } from 'node:crypto';
 import { CompiledQuery, type Kysely } from 'kysely';
 import type { Dialect } from './database.js';
+import { sendLater } from './pipelining.js';
 import type { DynamicDb } from './dynamic-tables.js';
 import type { Database, IdempotencyKeysTable } from './schema.js';
 
@@ -25,35 +28,32 @@ export interface Claim {
 }
 
 const ANSWER_COLUMNS = 'request_hash, status, headers, body';
+const STORED_COLUMNS = ['user_id', 'key', 'request_hash', 'status', 'headers', 'body', 'created_at', 'expires_at'] as const;
 const STATEMENTS = {
   sqlite: {
     // `claimKey` reads the key only. The one write lock the transaction holds (BEGIN IMMEDIATE) keeps other processes
     // out until it commits; the caller keeps requests of its own process apart.
     find: `select ${ANSWER_COLUMNS} from idempotency_keys where user_id = ? and key = ? and expires_at > ?`,
-    store: storeSql(() => '?'),
+    // What is under the key by then has expired (the claim found none unexpired, and the write
+    // lock has been held since): it is replaced.
+    store: `insert into idempotency_keys (${STORED_COLUMNS.join(', ')}) values (${STORED_COLUMNS.map(() => '?').join(', ')})
+      on conflict (user_id, key) do update set ${STORED_COLUMNS.slice(2).map((column) => `${column} = excluded.${column}`).join(', ')}`,
   },
   postgres: {
     // A transaction-level advisory lock, which ends with the transaction, or with its connection
     // when the process is killed. Taken in the statement that reads the key, whose snapshot may
-    // be older than the lock: a response committed between the two is found by `storeResponse`
-    // instead (its insert then changes nothing), and the request rolls back and replays it.
-    claim: `select pg_try_advisory_xact_lock($1::bigint) as held, k.request_hash, k.status, k.headers, k.body
-      from (select 1) as one left join idempotency_keys k on k.user_id = $2 and k.key = $3 and k.expires_at > $4`,
+    // be older than the lock: a response committed between the two fails `store` (the key is
+    // taken) at commit, and the request rolls back and replays it (`isStoredMeanwhile`). Holding
+    // the lock, the claim also removes an expired response not yet pruned, so `store` is a plain
+    // insert that no unexpired response survives.
+    claim: `with claim as (select pg_try_advisory_xact_lock($1::bigint) as held),
+      expired as (delete from idempotency_keys where user_id = $2 and key = $3 and expires_at <= $4 and (select held from claim))
+      select claim.held, k.request_hash, k.status, k.headers, k.body
+      from claim left join idempotency_keys k on k.user_id = $2 and k.key = $3 and k.expires_at > $4`,
     find: `select ${ANSWER_COLUMNS} from idempotency_keys where user_id = $1 and key = $2 and expires_at > $3`,
-    store: storeSql((n) => `$${n}`),
+    store: `insert into idempotency_keys (${STORED_COLUMNS.join(', ')}) values (${STORED_COLUMNS.map((_, index) => `$${index + 1}`).join(', ')})`,
   },
 } as const;
-
-/**
- * The insert of a response: it replaces an expired one not yet pruned, never an unexpired one
- * (then it returns no row: another process stored a response for the key first).
- */
-function storeSql(parameter: (n: number) => string): string {
-  const columns = ['user_id', 'key', 'request_hash', 'status', 'headers', 'body', 'created_at', 'expires_at'] as const;
-  const replaced = columns.slice(2).map((column) => `${column} = excluded.${column}`).join(', ');
-  return `insert into idempotency_keys (${columns.join(', ')}) values (${columns.map((_, index) => parameter(index + 1)).join(', ')})
-    on conflict (user_id, key) do update set ${replaced} where idempotency_keys.expires_at <= ${parameter(columns.length + 1)} returning user_id`;
-}
 
 /**
  * Holds the caller's key for the rest of `trx` and reads the unexpired response stored under it:
@@ -78,13 +78,19 @@ export async function findStoredResponse(dialect: Dialect, executor: DynamicDb, 
 }
 
 /**
- * Stores a response in `trx`, replacing an expired one not yet pruned under the same key. Returns
- * false, storing nothing, when an unexpired one is there (stored by another process since `claimKey`).
+ * Stores a response in `trx`, after `claimKey` held the key and found none. On PostgreSQL it is
+ * sent without waiting (pipelining.ts): if another process stored one since the claim's snapshot,
+ * the transaction's commit fails with an error `isStoredMeanwhile` recognises, and nothing commits.
  */
-export async function storeResponse(dialect: Dialect, trx: DynamicDb, row: StoredResponse): Promise<boolean> {
-  const parameters = [row.user_id, row.key, row.request_hash, row.status, row.headers, row.body, row.created_at, row.expires_at, row.created_at];
-  const { rows } = await trx.executeQuery(CompiledQuery.raw(STATEMENTS[dialect].store, parameters));
-  return rows.length > 0;
+export async function storeResponse(dialect: Dialect, trx: DynamicDb, row: StoredResponse): Promise<void> {
+  const parameters = STORED_COLUMNS.map((column) => row[column]);
+  await sendLater(trx, CompiledQuery.raw(STATEMENTS[dialect].store, parameters));
+}
+
+/** Whether `error` says a response was stored under the key by another process after `claimKey` (PostgreSQL). */
+export function isStoredMeanwhile(error: unknown): boolean {
+  const { code, constraint } = (error ?? {}) as { code?: unknown; constraint?: unknown };
+  return code === '23505' && constraint === 'idempotency_keys_pkey';
 }
 
 /** Deletes the stored responses that have expired; returns how many. */

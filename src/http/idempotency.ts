@@ -9,14 +9,14 @@ import { createHash } from 'node:crypto';
 import type { FastifyRequest } from 'fastify';
 import type { Storage } from '../db/database.js';
 import type { DynamicDb } from '../db/dynamic-tables.js';
-import { claimKey, findStoredResponse, storeResponse, type StoredAnswer } from '../db/idempotency-keys.js';
+import { claimKey, findStoredResponse, isStoredMeanwhile, storeResponse, type StoredAnswer } from '../db/idempotency-keys.js';
 import type { WriteUnit } from '../db/write-unit.js';
 import { ApiError, IdempotencyKeyInUse, IdempotencyKeyReused, problemBody, ValidationError } from './errors.js';
 import type { CachedRepresentation } from './representation-cache.js';
 
 export const IDEMPOTENCY_HEADER = 'Idempotency-Key';
 
-/** Seals stored bodies at rest, as webhook secrets are (a body may hold a secret shown once). */
+/** Seals stored bodies that hold a secret at rest, as webhook secrets are. */
 export interface ResponseSealer {
   seal(plain: string): string;
   open(sealed: string): string;
@@ -69,10 +69,19 @@ interface StoredHeaders {
   headers: CachedRepresentation['headers'];
   contentType: string | null;
   etag: string | null;
+  /** The body is stored as it was sent: it holds no secret. (Absent on a sealed body, and on every body stored before issue 20's fix.) */
+  plain?: true;
 }
 
-/** Thrown out of a transaction that found, at its end, a response another process stored first. */
-class StoredMeanwhile extends Error {}
+/**
+ * Whether a response holds a secret shown once (a webhook's, an API key's, or a batch's answer
+ * holding one): such a response says `Cache-Control: no-store` (RFC 9111 §5.2.2.5), and only its
+ * body is stored sealed. Sealing every body cost a keyed POST about a tenth of its CPU (issue 20).
+ */
+function holdsSecret(headers: CachedRepresentation['headers']): boolean {
+  const cacheControl = headers?.['cache-control'];
+  return cacheControl !== undefined && /\bno-store\b/i.test(String(cacheControl));
+}
 
 /** Runs keyed requests: replays, refusals (409, 422), and first requests in a write unit. */
 export function createIdempotency({ storage, sealer, ttlMs }: IdempotencyOptions) {
@@ -82,24 +91,26 @@ export function createIdempotency({ storage, sealer, ttlMs }: IdempotencyOptions
 
   function replay(stored: StoredAnswer, hash: string): IdempotentOutcome {
     if (stored.request_hash !== hash) throw new IdempotencyKeyReused();
-    const { headers, contentType, etag } = JSON.parse(stored.headers) as StoredHeaders;
-    const text = stored.body === null ? null : sealer.open(stored.body);
+    const { headers, contentType, etag, plain } = JSON.parse(stored.headers) as StoredHeaders;
+    const text = stored.body === null || plain ? stored.body : sealer.open(stored.body);
     return { representation: { status: Number(stored.status), headers, contentType, text, etag }, replayed: true };
   }
 
   /** The row that stores `representation` under the caller's key. */
   function rowOf(userId: number, key: string, hash: string, representation: CachedRepresentation) {
     const now = Date.now();
-    const { contentType, etag } = representation;
+    const { contentType, etag, text } = representation;
     // The rate-limit headers are the replay's own (a batch sets X-Rate-Limit-Remaining).
-    const headers = Object.fromEntries(Object.entries(representation.headers ?? {}).filter(([name]) => !name.startsWith('x-rate-limit-')));
+    const headers: Record<string, string | string[]> = {};
+    for (const [name, value] of Object.entries(representation.headers ?? {})) if (!name.startsWith('x-rate-limit-')) headers[name] = value;
+    const sealed = holdsSecret(headers);
     return {
       user_id: userId,
       key,
       request_hash: hash,
       status: representation.status,
-      headers: JSON.stringify({ headers, contentType, etag } satisfies StoredHeaders),
-      body: representation.text === null ? null : sealer.seal(representation.text),
+      headers: JSON.stringify((sealed ? { headers, contentType, etag } : { headers, contentType, etag, plain: true }) satisfies StoredHeaders),
+      body: text === null || !sealed ? text : sealer.seal(text),
       created_at: now,
       expires_at: now + ttlMs,
     };
@@ -111,11 +122,15 @@ export function createIdempotency({ storage, sealer, ttlMs }: IdempotencyOptions
    * it or has stored an answer meanwhile, which then stands.
    */
   async function storeFailure(userId: number, key: string, hash: string, error: ApiError): Promise<void> {
-    await storage.transact(async (transaction) => {
-      const trx = transaction as unknown as DynamicDb;
-      const claim = await claimKey(dialect, trx, userId, key, Date.now());
-      if (claim.held && claim.stored === null) await storeResponse(dialect, trx, rowOf(userId, key, hash, problemRepresentation(error)));
-    });
+    try {
+      await storage.transact(async (transaction) => {
+        const trx = transaction as unknown as DynamicDb;
+        const claim = await claimKey(dialect, trx, userId, key, Date.now());
+        if (claim.held && claim.stored === null) await storeResponse(dialect, trx, rowOf(userId, key, hash, problemRepresentation(error)));
+      });
+    } catch (storeError) {
+      if (!isStoredMeanwhile(storeError)) throw storeError;
+    }
   }
 
   /**
@@ -147,11 +162,11 @@ export function createIdempotency({ storage, sealer, ttlMs }: IdempotencyOptions
           // failure rolls it back whole (and is stored afterwards, if worth storing).
           const unit: WriteUnit = { trx, afterCommit: [], rollsBackWhole: true };
           const representation = await respond(unit);
-          if (isStored(representation.status) && !(await storeResponse(dialect, trx, rowOf(userId, key, hash, representation)))) throw new StoredMeanwhile();
+          if (isStored(representation.status)) await storeResponse(dialect, trx, rowOf(userId, key, hash, representation));
           return { stored: null, representation, afterCommit: unit.afterCommit };
         });
       } catch (error) {
-        if (error instanceof StoredMeanwhile) {
+        if (isStoredMeanwhile(error)) {
           const stored = await findStoredResponse(dialect, storage.db as unknown as DynamicDb, userId, key, Date.now());
           if (stored) return replay(stored, hash);
           throw new IdempotencyKeyInUse();

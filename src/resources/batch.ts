@@ -192,7 +192,9 @@ export function batchView({ storage, views, charge }: BatchOptions): View {
             answers = await storage.transact((trx) => runAll(request, items, { trx: trx as unknown as DynamicDb, afterCommit, rollsBackWhole: true }));
             for (const callback of afterCommit) callback();
           }
-          return { body: { responses: answers }, headers: { 'x-rate-limit-remaining': String(remaining) } };
+          // An answer holding a secret shown once (a webhook's, a key's) makes the batch's no-store too.
+          const secret = answers.some((answer) => /\bno-store\b/i.test(answer.headers['Cache-Control'] ?? ''));
+          return { body: { responses: answers }, headers: { 'x-rate-limit-remaining': String(remaining), ...(secret ? { 'cache-control': 'no-store' } : {}) } };
         },
       },
     },
