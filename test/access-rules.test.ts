@@ -2,14 +2,13 @@ import { spawn } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createProject, runOk, type Project } from './support/project.js';
 import { BACKENDS, adminAuth, basic, createTestDatabase, createUser, type RunningServer, type TestDatabase } from './support/server.js';
+import { jsonClient, type Json } from './support/client.js';
 
 // Access rules on records (ACCESS.md §2, §7), black-box: the `notes` example of ACCESS.md §2,
 // `posts` whose create and update rules look at the record as stored, and `comments` that refer
 // to notes (references written, cascades), and `bulletins` whose writes `access` leaves out (admins
 // only). Callers: anonymous, alice, bob (no roles), the first user (`admin`), carol (`staff`) and
 // API keys of them (ACCESS.md §1, §5).
-
-type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
 
 const NOTES = `import { defineResource, field } from 'restwire';
 export default defineResource({
@@ -76,15 +75,7 @@ describe.each(BACKENDS)('access rules on records on %s', (backend) => {
   let database: TestDatabase;
   let project: Project;
   let server: RunningServer;
-  const send = async (method: string, path: string, auth: string | null, body?: unknown, headers: Record<string, string> = {}) => {
-    const response = await fetch(`${server.url}${path}`, {
-      method,
-      headers: { ...(body === undefined ? {} : { 'content-type': 'application/json' }), ...(auth ? { authorization: auth } : {}), ...headers },
-      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-    });
-    const text = await response.text();
-    return { status: response.status, headers: response.headers, text, body: text && response.headers.get('content-type')?.includes('json') ? (JSON.parse(text) as Json) : null };
-  };
+  const send = jsonClient(() => server.url);
   const get = (path: string, auth: string | null) => send('GET', path, auth);
   /** Every record of a list, page by page (`limit` a page), with each page's size. */
   const walk = async (path: string, auth: string | null, limit: number) => {

@@ -1,12 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createProject, runOk, type Project } from './support/project.js';
 import { BACKENDS, adminAuth, basic, createTestDatabase, createUser, type RunningServer, type TestDatabase } from './support/server.js';
+import { jsonClient, type Json } from './support/client.js';
 
 // Field rules (ACCESS.md §3), black-box: `resumes` whose `email` only its owner reads and whose
 // `status` only editors write. Callers: anonymous, alice and bob (no roles), erin (`editor`) and
 // the first user (`admin`). Then declarations the server refuses at start-up.
-
-type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
 
 const RESUMES = `import { defineResource, field } from 'restwire';
 export default defineResource({
@@ -33,15 +32,7 @@ describe.each(BACKENDS)('field rules on %s', (backend) => {
   let database: TestDatabase;
   let project: Project;
   let server: RunningServer;
-  const send = async (method: string, path: string, auth: string | null, body?: unknown, headers: Record<string, string> = {}) => {
-    const response = await fetch(`${server.url}${path}`, {
-      method,
-      headers: { ...(body === undefined ? {} : { 'content-type': 'application/json' }), ...(auth ? { authorization: auth } : {}), ...headers },
-      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-    });
-    const text = await response.text();
-    return { status: response.status, headers: response.headers, text, body: text && response.headers.get('content-type')?.includes('json') ? (JSON.parse(text) as Json) : null };
-  };
+  const send = jsonClient(() => server.url);
   const get = (path: string, auth: string | null, headers: Record<string, string> = {}) => send('GET', path, auth, undefined, headers);
   /** The list's records as `auth` sees them, by title. */
   const listed = async (query: string, auth: string | null): Promise<Record<string, Json>> => {

@@ -4,13 +4,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createProject, runOk, type Project } from './support/project.js';
 import { startReceiver, type Receiver } from './support/receiver.js';
 import { BACKENDS, adminAuth, basic, createTestDatabase, createUser, type RunningServer, type TestDatabase } from './support/server.js';
+import { jsonClient, type Json } from './support/client.js';
 
 // A declaration's own logic, black-box (LOGIC.md §3 hooks, ctx.collection, reject, afterCommit;
 // §4 actions): `positions` of `resumes` whose hooks change values in place, write the resume
 // through ctx.collection (with its events), refuse with reject(), fail on purpose, and register
 // afterCommit functions that append to a file; and actions on a position and on the collection.
-
-type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
 
 const RESUMES = `import { defineResource, field } from 'restwire';
 export default defineResource({
@@ -147,15 +146,7 @@ describe.each(BACKENDS)('hooks and actions of a declaration on %s', (backend) =>
   let server: RunningServer;
   let receiver: Receiver;
   let afterCommitLog: string;
-  const send = async (method: string, path: string, auth: string | null, body?: unknown, headers: Record<string, string> = {}) => {
-    const response = await fetch(`${server.url}${path}`, {
-      method,
-      headers: { ...(body === undefined ? {} : { 'content-type': 'application/json' }), ...(auth ? { authorization: auth } : {}), ...headers },
-      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-    });
-    const text = await response.text();
-    return { status: response.status, headers: response.headers, text, body: text && response.headers.get('content-type')?.includes('json') ? (JSON.parse(text) as Json) : null };
-  };
+  const send = jsonClient(() => server.url);
   const get = (path: string, auth: string | null = alice) => send('GET', path, auth);
   /** The event bodies delivered so far (not the ping). */
   const events = () => receiver.received.map((entry) => JSON.parse(entry.body) as Json).filter((event) => event.action !== undefined && !('zen' in event));

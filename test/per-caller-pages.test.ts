@@ -1,13 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createProject, runOk, type Project } from './support/project.js';
 import { BACKENDS, adminAuth, basic, createTestDatabase, createUser, type RunningServer, type TestDatabase } from './support/server.js';
+import { jsonClient, type Json } from './support/client.js';
 
 // Pages a read rule or a field rule makes differ per caller are reused for the same caller only
 // (ACCESS.md §6, issue 18), black-box on both databases: callers taking turns on the same URLs
 // each get their own page, every time; a write by one and a role granted or taken are seen at
 // once; an ETag one caller got is not another's 304.
-
-type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
 
 const MEMOS = `import { defineResource, field } from 'restwire';
 export default defineResource({
@@ -40,15 +39,7 @@ describe.each(BACKENDS)('pages reused per caller on %s', (backend) => {
   let database: TestDatabase;
   let project: Project;
   let server: RunningServer;
-  const send = async (method: string, path: string, auth: string | null, body?: unknown, headers: Record<string, string> = {}) => {
-    const response = await fetch(`${server.url}${path}`, {
-      method,
-      headers: { ...(body === undefined ? {} : { 'content-type': 'application/json' }), ...(auth ? { authorization: auth } : {}), ...headers },
-      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-    });
-    const text = await response.text();
-    return { status: response.status, headers: response.headers, text, body: text && response.headers.get('content-type')?.includes('json') ? (JSON.parse(text) as Json) : null };
-  };
+  const send = jsonClient(() => server.url);
   /** The bodies of a list as `auth` gets it. */
   const memos = async (auth: string | null) => {
     const page = await send('GET', '/api/v1/memos/?ordering=body&limit=100', auth);
