@@ -1,5 +1,5 @@
 // The program of serve's dispatcher process (forked by dispatcher-process.ts): the dispatcher
-// `restwire worker` runs (worker.ts startDelivery), with serve's configuration (sent over the IPC
+// `restwire worker` runs (delivery.ts), with serve's configuration (sent over the IPC
 // channel, never on the command line) and its metrics in a registry of its own that serve asks
 // for at each scrape. It stops when serve says so (after serve has drained HTTP), on SIGTERM or
 // SIGINT (a terminal's Ctrl-C reaches both processes), and at once when the channel closes: serve
@@ -10,7 +10,7 @@ import { Registry } from 'prom-client';
 import type { Config } from '../config.js';
 import { createLogger } from '../http/logging.js';
 import type { FromDispatcherChild, ToDispatcherChild } from './dispatcher-process.js';
-import { startDelivery, type Delivery } from './worker.js';
+import { startDelivery, type Delivery } from './delivery.js';
 
 /**
  * This process's nice value: where serve and its dispatcher both want the CPU, serve's answers

@@ -1,13 +1,13 @@
 // Where `serve` delivers webhooks: a child process of its own (node:child_process fork, with an
-// IPC channel), running what `restwire worker` runs (dispatcher-child.ts → worker.ts
-// startDelivery), so claiming, signing, sending and recording never wait in the API's event loop
-// and API requests never wait behind them (issue 21 item 1, the backlog drill). This side forks
-// it once serve has migrated, passes on wake-ups (a commit that queued deliveries), asks for its
-// metrics at each scrape, stops it on SIGTERM once HTTP has drained, and forks it again if it
-// dies. The child exits when the channel closes, so a serve killed with -9 leaves no dispatcher
-// behind to deliver beside the next one (on SQLite there must be one; API.md §6 "Retries").
-// A process rather than a worker thread (reverted, issue 21): its own heap and event loop, a
-// priority of its own (nice, dispatcher-child.ts), and a kill that ends it ends nothing else.
+// IPC channel) running what `restwire worker` runs (dispatcher-child.ts, delivery.ts), so
+// claiming, signing, sending and recording never wait in the API's event loop and API requests
+// never wait behind them (issue 21 item 1, the backlog drill). This side forks it once serve
+// listens, passes on wake-ups (a commit that queued deliveries), asks for its metrics at each
+// scrape, stops it on SIGTERM once HTTP has drained, and forks it again if it dies. The child
+// exits when the channel closes, so a serve killed with -9 leaves no dispatcher behind to deliver
+// beside the next one (on SQLite there must be one; API.md §6 "Retries"). A process rather than
+// a worker thread (reverted, issue 21): its own heap, event loop and priority, and it ends with
+// serve however serve ends.
 
 import { fork, type ChildProcess } from 'node:child_process';
 import type { FastifyBaseLogger } from 'fastify';
