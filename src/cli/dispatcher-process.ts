@@ -60,7 +60,8 @@ export class DispatcherProcess {
     this.#child = child;
     this.#started = false;
     child.on('message', (message: FromDispatcherChild) => {
-      if (message.type === 'ready') this.#send({ type: 'start', config });
+      // A stop sent while the child was still loading found no listener: it is asked again.
+      if (message.type === 'ready') this.#send(this.#stopping ? { type: 'stop' } : { type: 'start', config });
       else if (message.type === 'started') {
         this.#started = true;
         log.info({ dispatcherPid: child.pid }, 'dispatcher process delivering webhooks');
@@ -119,7 +120,10 @@ export class DispatcherProcess {
     const child = this.#child;
     if (child === null || child.exitCode !== null || child.signalCode !== null) return;
     const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-    this.#send({ type: 'stop' });
+    // A child still loading has claimed nothing, and listens for no message yet: SIGTERM ends it
+    // at once then (later, its handler stops it as the message does).
+    if (this.#started) this.#send({ type: 'stop' });
+    else child.kill('SIGTERM');
     const deadline = setTimeout(() => {
       this.#options.log.warn({ deadlineMs }, 'the dispatcher process did not stop in time; killing it');
       child.kill('SIGKILL');
