@@ -144,9 +144,9 @@ describe('a backlog of 20,000 deliveries', () => {
   });
 
   // TODO(issue 21 item 1): `serve` now delivers from a process of its own (cli/dispatcher-process.ts)
-  // and waits for SQLite's write lock on a timer; one run on this loaded 2-core machine gave 2.5x
-  // (592 ms against 237), down from 4-8x with the dispatcher in the event loop. Turn this into `it`
-  // once it passes two runs of two (docs/RELIABILITY.md, drill 5).
+  // and waits for SQLite's write lock on a timer; on this loaded 2-core machine runs gave 2.5x,
+  // 1.6x and 3.0x, down from 4-8x with the dispatcher in the event loop. Turn this into `it` once
+  // it passes two runs of two (docs/RELIABILITY.md, drill 5).
   it.fails('keeps the API p99 within 2x of idle while the backlog drains (known gap)', () => {
     expect(p99s, 'the drill above did not run').toBeDefined();
     expect(p99s!.during).toBeLessThanOrEqual(2 * p99s!.idle);
