@@ -61,9 +61,10 @@ export async function measure(server, request, load) {
 const cpuPerRequest = (seconds, requests) => (seconds === null || requests === 0 ? null : Math.round((seconds * 1e7) / requests) / 10);
 
 /**
- * Measures several (server, request) pairs in alternating slices (A B C A B C …), so that none
- * always runs second — on a busier machine, or on a table the one before it just grew — and
- * ratios between them hold even when other work comes and goes on the machine (issue #13).
+ * Measures several (server, request) pairs in alternating slices, each round in the other order
+ * (A B C, C B A, A B C …), so that none always runs second — on a busier machine, or on a table
+ * the one before it just grew — nor always first after another's warm-up, and ratios between
+ * them hold even when other work comes and goes on the machine (issues #13, #20).
  * `pairs`: [{ server, request }]. Each pair gets its own warm-up, then `rounds` slices of
  * duration/rounds seconds (at least 1); its row adds the slices up (requests/s over the whole
  * time; p50 the mean of the slices', p99 the worst slice's, peak RSS the highest).
@@ -73,7 +74,9 @@ export async function measureAlternating(pairs, load, rounds = alternatingRounds
   const slices = pairs.map(() => []);
   for (const { server, request } of pairs) if (load.warmup > 0) await measure(server, request, { ...load, duration: load.warmup, warmup: 0 });
   for (let round = 0; round < rounds; round++) {
-    for (const [index, { server, request }] of pairs.entries()) slices[index].push(await measure(server, request, slice));
+    const order = [...pairs.keys()];
+    if (round % 2 === 1) order.reverse();
+    for (const index of order) slices[index].push(await measure(pairs[index].server, pairs[index].request, slice));
   }
   return slices.map((parts) => {
     const add = (name) => parts.reduce((sum, part) => sum + part[name], 0);
