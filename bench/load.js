@@ -72,9 +72,10 @@ export async function measure(server, request, load, { groups = null, probe = nu
 const cpuPerRequest = (seconds, requests) => (seconds === null || requests === 0 ? null : Math.round((seconds * 1e7) / requests) / 10);
 
 /**
- * Measures several (server, request) pairs in alternating slices (A B C A B C …), so that none
- * always runs second — on a busier machine, or on a table the one before it just grew — and
- * ratios between them hold even when other work comes and goes on the machine (issue #13).
+ * Measures several (server, request) pairs in alternating slices, each round in the other order
+ * (A B C, C B A, A B C …), so that none always runs second — on a busier machine, or on a table
+ * the one before it just grew — nor always first after another's warm-up, and ratios between
+ * them hold even when other work comes and goes on the machine (issues #13, #20).
  * `pairs`: [{ server, request, groups?, probe? }] (`groups`, `probe` as for measure). Each pair
  * gets its own warm-up, then `rounds` slices of duration/rounds seconds (at least 1); its row adds
  * the slices up (requests/s over the whole time; p50 the mean of the slices', p99 the worst
@@ -85,7 +86,12 @@ export async function measureAlternating(pairs, load, rounds = alternatingRounds
   const slices = pairs.map(() => []);
   for (const { server, request } of pairs) if (load.warmup > 0) await measure(server, request, { ...load, duration: load.warmup, warmup: 0 });
   for (let round = 0; round < rounds; round++) {
-    for (const [index, { server, request, groups, probe }] of pairs.entries()) slices[index].push(await measure(server, request, slice, { groups, probe }));
+    const order = [...pairs.keys()];
+    if (round % 2 === 1) order.reverse();
+    for (const index of order) {
+      const { server, request, groups, probe } = pairs[index];
+      slices[index].push(await measure(server, request, slice, { groups, probe }));
+    }
   }
   return slices.map((parts) => {
     const add = (name) => parts.reduce((sum, part) => sum + part[name], 0);

@@ -113,10 +113,14 @@ export function batchView({ storage, views, charge }: BatchOptions): View {
     return resolved;
   }
 
-  /** The batch request's own request object, with a request's own headers (If-Match) in place of the batch's. */
-  function rawOf(parent: FastifyRequest, headers: Record<string, string>): FastifyRequest {
+  /**
+   * The batch request's own request object, with each request's own headers (If-Match) in place
+   * of the batch's; made once per batch, and once more only for a request with headers of its own.
+   */
+  function rawsOf(parent: FastifyRequest): (headers: Record<string, string>) => FastifyRequest {
     const { 'if-match': _match, 'if-none-match': _none, 'idempotency-key': _key, ...kept } = parent.headers;
-    return Object.create(parent, { headers: { value: { ...kept, ...headers } } }) as FastifyRequest;
+    const plain = Object.create(parent, { headers: { value: kept } }) as FastifyRequest;
+    return (headers) => (Object.keys(headers).length === 0 ? plain : (Object.create(parent, { headers: { value: { ...kept, ...headers } } }) as FastifyRequest));
   }
 
   async function runAll(request: ApiRequest, items: readonly BatchItem[], unit: WriteUnit): Promise<BatchAnswer[]> {
@@ -133,6 +137,7 @@ export function batchView({ storage, views, charge }: BatchOptions): View {
 
   async function runEach(request: ApiRequest, items: readonly BatchItem[], unit: WriteUnit): Promise<BatchAnswer[]> {
     const answers: BatchAnswer[] = [];
+    const rawOf = rawsOf(request.raw);
     for (const [index, item] of items.entries()) {
       // A caller that has gone (e.g. timed out while the batch waited for a connection) reads no
       // answer: its batch rolls back instead of holding a pool connection for up to 100 writes,
@@ -146,7 +151,7 @@ export function batchView({ storage, views, charge }: BatchOptions): View {
         const action = permittedAction(found.view, item.method, request.identity);
         const body = item.body === undefined ? {} : resolveBody(item.body, index, items, answers);
         const response = await action.handle({
-          raw: rawOf(request.raw, item.headers),
+          raw: rawOf(item.headers),
           method: item.method,
           path,
           params: found.params,

@@ -2,6 +2,8 @@
 // request data, then, in the write's transaction, what only the database can judge: that every
 // referenced record exists and that unique fields are unique. Every problem is reported at once.
 
+import type { QueryResult } from 'kysely';
+import { sendAhead } from '../../db/pipelining.js';
 import { columnOf } from '../../db/schema-state.js';
 import type { DynamicDb } from '../../db/dynamic-tables.js';
 import type { User } from '../../http/caller.js';
@@ -54,17 +56,24 @@ export function buildInputChecks(resource: Resource, context: ParseContext, look
     return fieldEntries.some(([name, field]) => (field.to !== undefined || field.unique) && name in data);
   }
 
-  /** DRF's UniqueValidator: "book with this isbn already exists." (the database decides races). */
-  async function duplicateValues(executor: DynamicDb, values: Record<string, unknown>, exceptId: number | null): Promise<FieldErrors> {
-    const errors: FieldErrors = {};
+  /** DRF's UniqueValidator: "book with this isbn already exists." (the database decides races). Sent as missingReferences is. */
+  function duplicateValues(executor: DynamicDb, values: Record<string, unknown>, exceptId: number | null): Promise<FieldErrors> {
+    const asked: Array<{ name: string; answer: Promise<QueryResult<unknown>> }> = [];
     for (const [name, value] of Object.entries(values)) {
       const field = resource.fields[name]!;
       if (!field.unique || value === null) continue;
       let query = executor.selectFrom(table).select('id').where(columnOf(name, field)!, '=', value);
       if (exceptId !== null) query = query.where('id', '!=', exceptId);
-      if (await query.executeTakeFirst()) errors[name] = [uniqueMessage(name)];
+      asked.push({ name, answer: sendAhead(executor, query.limit(1).compile()) });
     }
-    return errors;
+    return Promise.all(asked.map(({ answer }) => answer)).then((answers) => {
+      const errors: FieldErrors = {};
+      answers.forEach(({ rows }, index) => {
+        const { name } = asked[index]!;
+        if (rows.length) errors[name] = [uniqueMessage(name)];
+      });
+      return errors;
+    });
   }
 
   /** The message of a value already taken, for the check and for the race the database catches. */
@@ -72,29 +81,38 @@ export function buildInputChecks(resource: Resource, context: ParseContext, look
 
   /**
    * Relations (records the `writer` may read) and uniqueness, checked in the write's
-   * transaction; all problems in one 400.
+   * transaction; all problems in one 400. Every query is sent before this returns its promise
+   * (missingReferences), so a write's own statement sent next runs after them and, on
+   * PostgreSQL, shares their round trip; the write may await the verdict after it (issue 20).
    */
-  async function checkAgainstStored(
+  function checkAgainstStored(
     executor: DynamicDb,
     data: RequestData,
     values: Record<string, unknown>,
     errors: FieldErrors,
     exceptId: number | null,
     writer: User | null,
-  ) {
+  ): Promise<void> {
     const checked = { ...values };
     for (const name of Object.keys(errors)) delete checked[name];
     // A list with bad items still has every missing record reported (one message per item);
     // not a list refused for its length, whose ids would not fit in one query (issue 22 item 8).
+    const lists: Array<{ name: string; missing: Promise<Record<string, string[]>> }> = [];
     for (const [name, field] of manyFields) {
       const items = data[name];
       if (!errors[name] || !Array.isArray(items) || items.length > field.maxItems!) continue;
       const readable = (items as unknown[]).map((item) => readReference(item, field.to!, context)).filter((item) => 'id' in item);
-      const missing = await missingReferences(executor, resource, { [name]: readable.map((item) => (item as { id: number }).id) }, lookup, writer);
-      errors[name]!.push(...(missing[name] ?? []));
+      lists.push({ name, missing: missingReferences(executor, resource, { [name]: readable.map((item) => (item as { id: number }).id) }, lookup, writer) });
     }
-    Object.assign(errors, await missingReferences(executor, resource, checked, lookup, writer), await duplicateValues(executor, checked, exceptId));
-    if (Object.keys(errors).length) throw new ValidationError(errors);
+    const stored = [missingReferences(executor, resource, checked, lookup, writer), duplicateValues(executor, checked, exceptId)];
+    return Promise.all([Promise.all(lists.map(({ missing }) => missing)), Promise.all(stored)]).then(([listErrors, found]) => {
+      listErrors.forEach((missing, index) => {
+        const { name } = lists[index]!;
+        errors[name]!.push(...(missing[name] ?? []));
+      });
+      Object.assign(errors, ...found);
+      if (Object.keys(errors).length) throw new ValidationError(errors);
+    });
   }
 
   return { readInput, hasStoredChecks, checkAgainstStored, uniqueMessage };
