@@ -39,12 +39,14 @@ export async function measure(server, request, load, { groups = null, probe = nu
   const cpuBefore = cpuSeconds(tree);
   let result;
   let peak;
+  let ownPeak;
   let machineCpu = null;
   try {
     result = await cannon({ ...options, duration: load.duration });
   } finally {
     const peaks = memory.stop();
     peak = peaks.some((p) => p === null) ? null : peaks.reduce((sum, p) => sum + p, 0);
+    ownPeak = peaks[0] ?? null;
     machineCpu = machine?.stop() ?? null;
   }
   const cpuAfter = cpuSeconds(tree);
@@ -62,6 +64,9 @@ export async function measure(server, request, load, { groups = null, probe = nu
     timeouts: result.timeouts,
     statusCodes: codes,
     peakRssMiB: mib(peak),
+    // The server's own process (serve, or a cluster's primary), without its children (serve's
+    // dispatcher process, a cluster's workers): equal to peakRssMiB when it has none.
+    ownPeakRssMiB: mib(ownPeak),
     cpuSeconds: cpu,
     cpuUsPerRequest: cpuPerRequest(cpu, result.requests.total),
     machineCpu,
@@ -109,6 +114,7 @@ export async function measureAlternating(pairs, load, rounds = alternatingRounds
       timeouts: add('timeouts'),
       statusCodes,
       peakRssMiB: peaks.some((peak) => peak === null) ? null : Math.max(...peaks),
+      ownPeakRssMiB: parts.some((part) => part.ownPeakRssMiB === null) ? null : Math.max(...parts.map((part) => part.ownPeakRssMiB)),
       cpuSeconds: parts.some((part) => part.cpuSeconds === null) ? null : add('cpuSeconds'),
       cpuUsPerRequest: parts.some((part) => part.cpuSeconds === null) ? null : cpuPerRequest(add('cpuSeconds'), add('requests')),
       machineCpu: addMachineCpu(parts.map((part) => part.machineCpu)),

@@ -7,7 +7,7 @@ const ratio = (value) => (value === null || value === undefined ? dash : `${valu
 
 /** The request scenarios as header + cells. */
 function httpCells(http) {
-  const header = ['Scenario', 'req/s', 'p50 ms', 'p99 ms', 'non-2xx', 'peak RSS MiB', 'vs memory', 'vs floor', 'note'];
+  const header = ['Scenario', 'req/s', 'p50 ms', 'p99 ms', 'non-2xx', 'peak RSS MiB (serve alone)', 'vs memory', 'vs floor', 'note'];
   const rows = http.rows.map((row) => {
     if (row.skipped) return [row.name, dash, dash, dash, dash, dash, dash, dash, `skipped: ${row.skipped}`];
     const notes = [];
@@ -24,7 +24,8 @@ function httpCells(http) {
       show(row.p50Ms),
       show(row.p99Ms),
       show(row.non2xx),
-      show(row.peakRssMiB),
+      // With children (serve's dispatcher process, a cluster's workers): "all (own)".
+      row.ownPeakRssMiB != null && row.ownPeakRssMiB !== row.peakRssMiB ? `${show(row.peakRssMiB)} (${row.ownPeakRssMiB})` : show(row.peakRssMiB),
       reference ?? ratio(row.vsBaseline),
       reference ?? ratio(row.vsFloor),
       notes.join('; '),

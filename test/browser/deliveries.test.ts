@@ -31,7 +31,7 @@ afterAll(async () => {
 describe('browsable API: webhooks and deliveries', () => {
   it('creates a webhook, shows its ping, redelivers it and shows the new attempt', async () => {
     const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
-    context.setDefaultTimeout(10_000);
+    context.setDefaultTimeout(15_000);
     page = await context.newPage();
     const foreign = watchRequests(page, server.url);
     page.on('dialog', (dialog) => void dialog.accept());
