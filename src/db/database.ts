@@ -7,7 +7,7 @@ import type { Config } from '../config.js';
 import { numberChanges } from './change-log.js';
 import { GroupCommit } from './group-commit.js';
 import { migrateToLatest } from './migrations.js';
-import { PipelinedPostgresDialect } from './pipelining.js';
+import { PipelinedPostgresDialect, preparingClient } from './pipelining.js';
 import { RestwireSqliteDialect } from './sqlite-driver.js';
 import type { Database } from './schema.js';
 
@@ -167,10 +167,15 @@ async function openPostgres(connectionString: string): Promise<Storage> {
   pg.types.setTypeParser(pg.types.builtins.INT8, (value) => Number(value));
   // Pipeline mode: a transaction's statements that need no answer yet go out without waiting
   // for the one before (pipelining.ts); queries awaited one by one behave as without it.
-  const options: pg.PoolConfig & { pipeline: boolean } = { connectionString, max: 10, connectionTimeoutMillis: 5000, pipeline: true };
+  const options: pg.PoolConfig & { pipeline: boolean } = { connectionString, max: 10, connectionTimeoutMillis: 5000, pipeline: true, Client: preparingClient(pg.Client) };
   const pool = new pg.Pool(options);
-  // An idle client that loses its server must not crash the process; the next query reconnects.
+  // A client that loses its server must not crash the process: node-postgres emits 'error' on
+  // it when no query of its own is running, idle in the pool (the pool's 'error') or held by a
+  // transaction between statements (its own, or nothing listens: 57P01 took serve down in the
+  // postgres-outage drill). The query that needed it fails as unavailable (a 503), and the pool
+  // drops it on release; the next query connects anew.
   pool.on('error', () => {});
+  pool.on('connect', (client) => client.on('error', () => {}));
   const db = new Kysely<Database>({ dialect: new PipelinedPostgresDialect({ pool }) });
   return storageOf(db, 'postgres', pool);
 }

@@ -101,8 +101,13 @@ export async function startServer(database: TestDatabase, options: StartOptions 
   let output = '';
   child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
   child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  let stopping = false;
   const exited = new Promise<number | string | null>((resolve) =>
-    child.once('exit', (code, signal) => resolve(code ?? signal)),
+    child.once('exit', (code, signal) => {
+      // A server that dies under a test shows up there as ECONNREFUSED: say why, with its last words.
+      if (!stopping) process.stderr.write(`[server ${child.pid}] exited (${code ?? signal}) without stop(); its last output:\n${output.slice(-4000)}\n`);
+      resolve(code ?? signal);
+    }),
   );
 
   const url = await new Promise<string>((resolve, reject) => {
@@ -128,6 +133,7 @@ export async function startServer(database: TestDatabase, options: StartOptions 
     process: child,
     output: () => output,
     async stop(signal = 'SIGTERM') {
+      stopping = true;
       if (child.exitCode === null && child.signalCode === null) child.kill(signal);
       return exited;
     },
