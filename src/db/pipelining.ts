@@ -13,10 +13,15 @@
 // - `sendAhead(trx, query)`: a query whose rows are needed later (the active webhooks) goes out
 //   ahead of the statements that follow it, which share its round trip.
 //
+// - `prepared(query)`: a statement compiled once and run often (a webhook filter's thousands of
+//   parameters) is parsed and planned once per connection, as a named prepared statement.
+//
 // Outside a transaction, and on SQLite (whose driver knows nothing of these marks), both run the
 // statement and wait for it as any other: the same code serves both databases.
 
 import { CompiledQuery, PostgresDialect, PostgresDriver, type DatabaseConnection, type Driver, type PostgresDialectConfig, type QueryResult, type TransactionSettings } from 'kysely';
+
+import type pg from 'pg';
 
 /** Kysely's executors and transactions, as far as these helpers need them. */
 interface Executor {
@@ -62,6 +67,40 @@ export async function afterFailure(trx: Executor, query: CompiledQuery): Promise
   const copy = CompiledQuery.raw(query.sql, [...query.parameters]);
   discarding.add(copy);
   await trx.executeQuery(copy);
+}
+
+/** SQL marked by `prepared`, by the statement name it is prepared under. */
+const preparedNames = new Map<string, string>();
+/**
+ * Names handed out in all: each is prepared on every connection that runs it, until that
+ * connection closes, so a process that compiles ever new statements stops preparing them.
+ */
+const MAX_PREPARED = 256;
+
+/**
+ * Marks a compiled query to run as a named prepared statement on PostgreSQL: parsed once per
+ * connection and planned as the server sees fit (a generic plan after a few runs), not on every
+ * run. For statements compiled once and run often, whose result columns never change. Returns the
+ * query; SQLite ignores the mark (its statements are cached by better-sqlite3 anyway).
+ */
+export function prepared<R>(query: CompiledQuery<R>): CompiledQuery<R> {
+  if (!preparedNames.has(query.sql) && preparedNames.size < MAX_PREPARED) preparedNames.set(query.sql, `restwire_${preparedNames.size + 1}`);
+  return query;
+}
+
+/**
+ * node-postgres's client, running the statements marked by `prepared` under their names. Kysely
+ * calls `query(text, values)`; that form alone is rewritten.
+ */
+export function preparingClient(Client: typeof pg.Client): typeof pg.Client {
+  class PreparingClient extends Client {}
+  const query = Client.prototype.query;
+  // pg's `query` has a dozen overloads; this forwards any of them untouched but the one above.
+  PreparingClient.prototype.query = function (this: pg.Client, ...args: unknown[]) {
+    const name = args.length === 2 && typeof args[0] === 'string' && Array.isArray(args[1]) ? preparedNames.get(args[0]) : undefined;
+    return name === undefined ? Reflect.apply(query, this, args) : Reflect.apply(query, this, [{ name, text: args[0], values: args[1] }]);
+  } as typeof query;
+  return PreparingClient;
 }
 
 /** A pooled connection that sends marked statements without waiting, within a transaction. */

@@ -5,6 +5,7 @@
 
 import { CompiledQuery, sql, type Kysely, type SqlBool, type Transaction } from 'kysely';
 import type { Condition, DynamicDb } from '../db/dynamic-tables.js';
+import { afterFailure, prepared, sendAhead, sendLater } from '../db/pipelining.js';
 import type { Database } from '../db/schema.js';
 import type { User } from '../http/caller.js';
 import { fieldReadGuard, fieldsAreShared } from '../resources/access/field-rules.js';
@@ -90,18 +91,18 @@ export class WebhookFilters {
     const verdicts = new Map<number, boolean>();
     if (filtered.length === 0) return verdicts;
     const queries = this.queries(resource, filtered.map((webhook) => webhook.conditions));
-    for (const [index, query] of queries.entries()) {
-      const chunk = filtered.slice(index * HOOKS_PER_QUERY, (index + 1) * HOOKS_PER_QUERY);
-      const rows = await runGuarded(trx, withId(query, id));
-      if (rows !== null) {
+    const answers = await runGuarded(trx, queries.map((query) => withId(query, id)));
+    if (answers !== null) {
+      answers.forEach((rows, index) => {
+        const chunk = filtered.slice(index * HOOKS_PER_QUERY, (index + 1) * HOOKS_PER_QUERY);
         chunk.forEach((webhook, column) => verdicts.set(webhook.id, isTrue(rows[0]?.[`m${column}`])));
-        continue;
-      }
-      // One filter failed to run (none should, within the limits): each alone, so it fails only its own.
-      for (const webhook of chunk) {
-        const alone = await runGuarded(trx, withId(this.compile(resource, [webhook.conditions]), id));
-        verdicts.set(webhook.id, isTrue(alone?.[0]?.m0));
-      }
+      });
+      return verdicts;
+    }
+    // One filter failed to run (none should, within the limits): each alone, so it fails only its own.
+    for (const webhook of filtered) {
+      const alone = await runGuarded(trx, [withId(this.compile(resource, [webhook.conditions]), id)]);
+      verdicts.set(webhook.id, isTrue(alone?.[0]?.[0]?.m0));
     }
     return verdicts;
   }
@@ -128,7 +129,9 @@ export class WebhookFilters {
       .compile() as CompiledQuery<Record<string, unknown>>;
     // `withId` replaces the last parameter: the `where` comes after every term of the select.
     if (compiled.parameters.at(-1) !== ANY_ID) throw new Error('webhook filter query: the record id is not the last parameter');
-    return compiled;
+    // Parsing and planning a few thousand parameters costs PostgreSQL more than running them: 2.05
+    // ms a run unnamed, 0.51 ms prepared, for 10 of the largest filters (drills/filter-cost).
+    return prepared(compiled);
   }
 
   private collectionFilters(collection: string): ReadonlyMap<string, QueryFilter> {
@@ -144,20 +147,23 @@ export function withId<R>(query: CompiledQuery<R>, id: number): CompiledQuery<R>
 }
 
 /**
- * Runs a query in a savepoint: its rows, or null if it failed. On PostgreSQL a failed statement
- * aborts the whole transaction, which is the writer's; rolling back to the savepoint keeps it.
+ * Runs queries in a savepoint: their rows, or null if one failed. On PostgreSQL a failed statement
+ * aborts the whole transaction, which is the writer's; rolling back to the savepoint keeps it. The
+ * savepoint and the queries go out together and the release after them without a wait, so a
+ * change's filters cost the writer one round trip, not three per query (drills/filter-cost).
  */
-async function runGuarded<R>(trx: Executor, query: CompiledQuery<R>): Promise<R[] | null> {
-  await trx.executeQuery(SAVEPOINT);
-  try {
-    const { rows } = await trx.executeQuery(query);
-    await trx.executeQuery(RELEASE);
-    return rows;
-  } catch {
-    await trx.executeQuery(ROLLBACK);
-    await trx.executeQuery(RELEASE);
-    return null;
+async function runGuarded<R>(trx: Executor, queries: readonly CompiledQuery<R>[]): Promise<R[][] | null> {
+  await sendLater(trx, SAVEPOINT);
+  // Settled, not raced: on SQLite a failed query throws at once and the next still runs; none may
+  // be left running when the savepoint is rolled back.
+  const answers = await Promise.allSettled(queries.map((query) => sendAhead(trx, query)));
+  if (answers.every((answer) => answer.status === 'fulfilled')) {
+    await sendLater(trx, RELEASE);
+    return answers.map((answer) => answer.value.rows);
   }
+  await afterFailure(trx, ROLLBACK);
+  await trx.executeQuery(RELEASE);
+  return null;
 }
 
 /** A boolean column: PostgreSQL's true, SQLite's 1; null (a comparison with null) is no match. */
