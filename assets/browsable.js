@@ -254,10 +254,11 @@
   /**
    * Follows the page's own event stream (STREAMS.md §5): on each change the region is drawn
    * again from a fresh read, so new records appear, changed ones change and deleted ones go.
-   * EventSource reconnects and resumes by itself (Last-Event-ID).
+   * It starts after the position the page was read at (the `since` in data-stream); EventSource
+   * reconnects and resumes by itself (Last-Event-ID).
    */
-  function followStream(region) {
-    const source = new EventSource(region.dataset.stream, { withCredentials: true });
+  function followStream(region, url = region.dataset.stream) {
+    const source = new EventSource(url, { withCredentials: true });
     let pending = null;
     const redraw = () => {
       pending ??= setTimeout(async () => {
@@ -275,7 +276,9 @@
     source.addEventListener('reset', () => {
       source.close();
       redraw();
-      followStream(region);
+      const now = new URL(url, location.href);
+      now.searchParams.delete('since');
+      followStream(region, now.pathname + now.search);
     });
   }
 

@@ -121,6 +121,20 @@ export function followsStream({ view, method, status }: RenderContext): boolean 
   return method === 'GET' && status === 200 && view.mediaTypes.includes('text/event-stream');
 }
 
+/**
+ * The ` data-stream="…"` attribute of a page's live region, or nothing when it follows no
+ * stream. The stream starts after the change position the page was read at (`since`, from its
+ * X-Change-Position): a change committed between the read and the stream's start would
+ * otherwise never redraw the page (a delivery's outcome, recorded a moment after its page
+ * loaded, stayed "pending").
+ */
+export function streamAttribute(context: RenderContext, path: string): string {
+  if (!followsStream(context)) return '';
+  const position = context.headers()['x-change-position'];
+  const url = position === undefined ? path : `${path}${path.includes('?') ? '&' : '?'}since=${encodeURIComponent(position)}`;
+  return html` data-stream="${url}"`;
+}
+
 /** The generic page: heading, controls, response, pager, forms. */
 export function resourcePage(body: unknown, context: RenderContext): string {
   const { view, path, status, allow } = context;
@@ -128,7 +142,7 @@ export function resourcePage(body: unknown, context: RenderContext): string {
   return html`!${pageHeading(view.name, view.description, allow)}
 !${view.listControls && isPage(body) ? listControlsForm(path, view.listControls) : ''}
 <div class="columns">
-<div class="col-main" id="resource-live"!${followsStream(context) ? html` data-stream="${path}"` : ''}>
+<div class="col-main" id="resource-live"!${streamAttribute(context, path)}>
 !${responseView({ method: 'GET', path, status, allow, headers: context.headers(), body })}
 !${pagination(body)}
 </div>

@@ -1,7 +1,7 @@
 import { html } from 'ghtml';
 import type { RenderContext } from '../../http/view.js';
 import { actionButton } from '../../http/browsable/forms.js';
-import { followsStream, pageHeading, pagination } from '../../http/browsable/resource-page.js';
+import { pageHeading, pagination, streamAttribute } from '../../http/browsable/resource-page.js';
 import { JSON_VIEW_LIMITS, jsonView, shortened } from '../../http/browsable/json-view.js';
 import { cutNote, responseView } from '../../http/browsable/response-view.js';
 
@@ -72,7 +72,7 @@ export function deliveryListPage(body: unknown, context: RenderContext): string 
 <nav class="tabs" aria-label="Filter by status">!${tabs}</nav>
 !${actionButton({ method: 'POST', action: `${base}failed/attempts/`, label: 'Redeliver all failed' })}
 </div>
-<div id="deliveries-live" aria-live="polite"!${followsStream(context) ? html` data-stream="${path}"` : ''}>!${table}</div>
+<div id="deliveries-live" aria-live="polite"!${streamAttribute(context, path)}>!${table}</div>
 </section>
 !${pagination(body)}
 !${responseView({ method: 'GET', path, status, allow, headers: context.headers(), body, collapsed: true })}`;
