@@ -1,7 +1,7 @@
 // One load scenario: a warm-up (discarded, so the JIT and caches settle), then a timed
 // autocannon run against 127.0.0.1 while the server's peak RSS is watched.
 import autocannon from 'autocannon';
-import { cpuSeconds, mib, processTree, watchCpu, watchPeakRss } from './memory.js';
+import { cpuSeconds, mib, processTree, watchCpu, watchPeakRss, watchPeakTree } from './memory.js';
 
 /** Runs autocannon and resolves with its result (rejects on a setup error). */
 function cannon(options) {
@@ -34,6 +34,8 @@ export async function measure(server, request, load, { groups = null, probe = nu
   // A cluster's workers are the server's children: its memory is theirs and its own together.
   const tree = processTree(server.pid);
   const memory = watchPeakRss(tree);
+  // Several processes: what they take together, their shared pages once (the summed RSS counts them in each).
+  const together = tree.length > 1 ? watchPeakTree(tree) : null;
   const machine = groups ? watchCpu(await groups()) : null;
   const probed = probe ? await probe() : null;
   const cpuBefore = cpuSeconds(tree);
@@ -45,7 +47,8 @@ export async function measure(server, request, load, { groups = null, probe = nu
     result = await cannon({ ...options, duration: load.duration });
   } finally {
     const peaks = memory.stop();
-    peak = peaks.some((p) => p === null) ? null : peaks.reduce((sum, p) => sum + p, 0);
+    const treePeak = together?.stop() ?? null;
+    peak = together ? treePeak : peaks.some((p) => p === null) ? null : peaks.reduce((sum, p) => sum + p, 0);
     ownPeak = peaks[0] ?? null;
     machineCpu = machine?.stop() ?? null;
   }
@@ -63,9 +66,11 @@ export async function measure(server, request, load, { groups = null, probe = nu
     errors: result.errors,
     timeouts: result.timeouts,
     statusCodes: codes,
+    // One process: its peak RSS. Several (serve and its dispatcher process, a cluster): the peak
+    // of serve's RSS plus its children's private memory, each shared page once (memory.js, watchPeakTree).
     peakRssMiB: mib(peak),
-    // The server's own process (serve, or a cluster's primary), without its children (serve's
-    // dispatcher process, a cluster's workers): equal to peakRssMiB when it has none.
+    // The server's own process (serve, or a cluster's primary), its peak RSS, without its
+    // children: equal to peakRssMiB when it has none.
     ownPeakRssMiB: mib(ownPeak),
     cpuSeconds: cpu,
     cpuUsPerRequest: cpuPerRequest(cpu, result.requests.total),

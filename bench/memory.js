@@ -61,6 +61,49 @@ export function watchPeakRss(pids, { whole = [], intervalMs = 100 } = {}) {
   };
 }
 
+/** A process's private memory in bytes (its pages no other process maps: USS), or null. */
+function readPrivate(pid) {
+  try {
+    const rollup = readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8');
+    const field = (name) => Number(new RegExp(`^${name}:\\s+(\\d+) kB`, 'm').exec(rollup)?.[1] ?? Number.NaN) * KIB;
+    const bytes = field('Private_Clean') + field('Private_Dirty');
+    return Number.isNaN(bytes) ? null : bytes;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Starts watching the memory a process and its children take together; `stop()` returns the
+ * peak, in bytes, of the first one's RSS plus the others' private memory (null where /proc cannot
+ * tell). RSS summed over processes counts the pages they share (Node's binary and libraries,
+ * about 45 MiB) once per process; here they count once, as the machine holds them: what serve
+ * maps, and what each child adds. For serve with its dispatcher process, or a cluster.
+ */
+export function watchPeakTree([root, ...children], { intervalMs = 100 } = {}) {
+  let peak = null;
+  const sample = () => {
+    let sum = readStatus(root)?.rss ?? null;
+    if (sum === null) return;
+    for (const pid of children) {
+      const own = readPrivate(pid);
+      if (own === null) return;
+      sum += own;
+    }
+    if (peak === null || sum > peak) peak = sum;
+  };
+  sample();
+  const timer = setInterval(sample, intervalMs);
+  timer.unref();
+  return {
+    stop() {
+      clearInterval(timer);
+      sample();
+      return peak;
+    },
+  };
+}
+
 /** Bytes as MiB with one decimal, or null. */
 export function mib(bytes) {
   return bytes == null ? null : Math.round((bytes / (KIB * KIB)) * 10) / 10;

@@ -7,7 +7,7 @@ const ratio = (value) => (value === null || value === undefined ? dash : `${valu
 
 /** The request scenarios as header + cells. */
 function httpCells(http) {
-  const header = ['Scenario', 'req/s', 'p50 ms', 'p99 ms', 'non-2xx', 'peak RSS MiB (serve alone)', 'vs memory', 'vs floor', 'note'];
+  const header = ['Scenario', 'req/s', 'p50 ms', 'p99 ms', 'non-2xx', 'peak MiB: all (serve alone)', 'vs memory', 'vs floor', 'note'];
   const rows = http.rows.map((row) => {
     if (row.skipped) return [row.name, dash, dash, dash, dash, dash, dash, dash, `skipped: ${row.skipped}`];
     const notes = [];
@@ -199,12 +199,17 @@ function markdownTable({ header, rows }) {
   return [line(header), line(header.map(() => '---')), ...rows.map(line)].join('\n');
 }
 
+const PEAK_MEMORY_NOTE =
+  'Peak MiB: the server process\'s peak RSS; for serve with its dispatcher process (or a cluster), the peak of serve\'s RSS ' +
+  'plus what each child adds (its private pages; what it shares with serve, Node\'s binary among it, counts once), with serve\'s own peak RSS in brackets.';
+
 /** The whole report for the terminal. */
 export function textReport(report) {
   const parts = [];
   if (report.http) {
     parts.push(`Requests (restwire${report.http.workers != null ? ` serve --workers ${report.http.workers}` : ''} on ${report.http.backend}${report.http.redis ? ' + Redis' : ''}; ${report.load.connections} connections, ${report.load.duration} s each after ${report.load.warmup} s warm-up, the servers of a scenario in alternating slices)`);
     parts.push(textTable(httpCells(report.http)));
+    parts.push(PEAK_MEMORY_NOTE);
     parts.push(`\nTargets (issue #13)`);
     parts.push(textTable(targetCells(report.http)));
   }
@@ -238,6 +243,8 @@ export function markdownReport(report) {
         'restwire, the memory baseline (bench/baseline.js) and the floor of its database (bench/floor.js) in alternating slices',
       '',
       markdownTable(httpCells(report.http)),
+      '',
+      PEAK_MEMORY_NOTE,
       '',
       markdownTable(targetCells(report.http)),
     );
