@@ -144,7 +144,7 @@ describe('a backlog of 20,000 deliveries', () => {
   });
 
   // TODO(issue 21 item 1): `serve` now delivers from a process of its own (cli/dispatcher-process.ts)
-  // and waits for SQLite's write lock on a timer; runs gave 2.5x, 1.6x, 3.0x, 2.2x, 3.3x and 2.0x (the line
+  // and waits for SQLite's write lock on a timer; runs gave 2.5x, 1.6x, 3.0x and 2.2x (the line
   // above prints p99Ratio), down from 4-8x with the dispatcher in the event loop. The criterion now
   // passes in some runs and not in others, so neither `it` nor `it.fails` would be a stable verdict:
   // it is skipped, visibly, until it holds run after run (docs/RELIABILITY.md, drill 5).

@@ -5,11 +5,19 @@
 // SIGINT (a terminal's Ctrl-C reaches both processes), and at once when the channel closes: serve
 // is gone (kill -9), and a dispatcher left behind would deliver beside the next serve's.
 
+import { setPriority } from 'node:os';
 import { Registry } from 'prom-client';
 import type { Config } from '../config.js';
 import { createLogger } from '../http/logging.js';
 import type { FromDispatcherChild, ToDispatcherChild } from './dispatcher-process.js';
 import { startDelivery, type Delivery } from './delivery.js';
+
+/**
+ * This process's nice value: where serve and its dispatcher both want the CPU, serve's answers
+ * come first and delivery takes what requests leave; an idle API leaves delivery all of it. On
+ * Linux it is the main thread's (the one that runs the dispatcher).
+ */
+const DISPATCHER_NICE = 10;
 
 const send = (message: FromDispatcherChild) => process.send?.(message);
 
@@ -31,6 +39,11 @@ async function start(config: Config): Promise<void> {
     log.fatal({ err: error }, 'the dispatcher process failed');
     process.exit(1);
   });
+  try {
+    setPriority(DISPATCHER_NICE);
+  } catch (error) {
+    log.warn({ err: error }, "could not lower the dispatcher process's priority; delivery competes with the API for the CPU");
+  }
   const registry = new Registry();
   delivery = startDelivery(config, { log, registry });
   const running = await delivery;
