@@ -1,5 +1,6 @@
+import { loadKeys } from '../auth/keys.js';
 import type { Config } from '../config.js';
-import { startDelivery } from './delivery.js';
+import { createDispatcher } from '../webhooks/dispatcher.js';
 import { openProject } from './project.js';
 import { onShutdownSignal } from './shutdown.js';
 import { createLogger } from '../http/logging.js';
@@ -12,11 +13,14 @@ export async function worker(config: Config): Promise<void> {
   const log = await createLogger(config);
   // Refuses declarations the migrations do not describe, as serve does (RESOURCES.md §5).
   const { storage } = await openProject(config);
-  const delivery = await startDelivery(config, { log, storage });
+  const keys = await loadKeys(storage.db, config.secretKey);
+  const dispatcher = createDispatcher(config, storage, { secretKey: keys.secretKey, log });
+  await dispatcher.start();
   log.info({ dialect: storage.dialect }, 'worker delivering webhooks');
 
   onShutdownSignal(async (signal) => {
     log.info({ signal }, 'worker stopping: finishing in-flight deliveries');
-    await delivery.stop();
+    await dispatcher.stop();
+    await storage.close();
   });
 }
