@@ -24,7 +24,7 @@ function httpCells(http) {
       show(row.p50Ms),
       show(row.p99Ms),
       show(row.non2xx),
-      // With children (serve's dispatcher process, a cluster's workers): "all (own)".
+      // With children (a cluster's workers): "all (own)".
       row.ownPeakRssMiB != null && row.ownPeakRssMiB !== row.peakRssMiB ? `${show(row.peakRssMiB)} (${row.ownPeakRssMiB})` : show(row.peakRssMiB),
       reference ?? ratio(row.vsBaseline),
       reference ?? ratio(row.vsFloor),
@@ -200,8 +200,8 @@ function markdownTable({ header, rows }) {
 }
 
 const PEAK_MEMORY_NOTE =
-  'Peak MiB: the server process\'s peak RSS; for serve with its dispatcher process (or a cluster), the peak of serve\'s RSS ' +
-  'plus what each child adds (its private pages; what it shares with serve, Node\'s binary among it, counts once), with serve\'s own peak RSS in brackets.';
+  'Peak MiB: the server process\'s peak RSS; for a server of several processes (`--workers`), the peak of the first one\'s RSS ' +
+  'plus what each child adds (its private pages; what it shares with the first, Node\'s binary among it, counts once), with the first one\'s own peak RSS in brackets.';
 
 /** The whole report for the terminal. */
 export function textReport(report) {
