@@ -41,18 +41,15 @@ export function watchPeakRss(pids, { whole = [], intervalMs = 100 } = {}) {
     useHwm: whole.includes(pid) || resetHighWaterMark(pid),
     peak: readStatus(pid)?.rss ?? null,
   }));
-  const sample = () => {
+  const sampling = sampleEvery(intervalMs, () => {
     for (const entry of watched) {
       const rss = readStatus(entry.pid)?.rss;
       if (rss != null && (entry.peak === null || rss > entry.peak)) entry.peak = rss;
     }
-  };
-  const timer = setInterval(sample, intervalMs);
-  timer.unref();
+  });
   return {
     stop() {
-      clearInterval(timer);
-      sample();
+      sampling.stop();
       return watched.map((entry) => {
         const hwm = entry.useHwm ? readStatus(entry.pid)?.hwm ?? null : null;
         return hwm !== null && (entry.peak === null || hwm > entry.peak) ? hwm : entry.peak;
@@ -82,7 +79,7 @@ function readPrivate(pid) {
  */
 export function watchPeakTree([root, ...children], { intervalMs = 100 } = {}) {
   let peak = null;
-  const sample = () => {
+  const sampling = sampleEvery(intervalMs, () => {
     let sum = readStatus(root)?.rss ?? null;
     if (sum === null) return;
     for (const pid of children) {
@@ -91,7 +88,17 @@ export function watchPeakTree([root, ...children], { intervalMs = 100 } = {}) {
       sum += own;
     }
     if (peak === null || sum > peak) peak = sum;
+  });
+  return {
+    stop() {
+      sampling.stop();
+      return peak;
+    },
   };
+}
+
+/** Calls `sample` now and every `intervalMs` (never keeping the process alive) until `stop()`, which samples once more. */
+function sampleEvery(intervalMs, sample) {
   sample();
   const timer = setInterval(sample, intervalMs);
   timer.unref();
@@ -99,7 +106,6 @@ export function watchPeakTree([root, ...children], { intervalMs = 100 } = {}) {
     stop() {
       clearInterval(timer);
       sample();
-      return peak;
     },
   };
 }
