@@ -57,6 +57,15 @@ export function sampleRss(pid: number, everyMs = 200): { stop(): { startMiB: num
   };
 }
 
+/** The processes `pid` started that are still running (serve's dispatcher process, say). */
+export function childPids(pid: number): number[] {
+  try {
+    return readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
+  } catch {
+    return [];
+  }
+}
+
 /** The value below which `share` of the samples fall (nearest rank). */
 export function percentile(samples: readonly number[], share: number): number {
   if (samples.length === 0) return Number.NaN;

@@ -37,7 +37,7 @@ import { RequestThrottle, memoryLimiter, type LimiterFactory } from './http/thro
 import { VERSION } from './version.js';
 import { eventCatalogView } from './webhooks/catalog.js';
 import { deliveriesResource } from './webhooks/deliveries-log.js';
-import { createDispatcher, type Dispatcher } from './webhooks/dispatcher.js';
+import { createQueueMetrics } from './webhooks/delivery-metrics.js';
 import { assignRepositoryIds } from './webhooks/events.js';
 import { changeLogListener } from './webhooks/change-log.js';
 import { outboxListener } from './webhooks/outbox.js';
@@ -54,14 +54,15 @@ export interface App {
   readonly metrics: Metrics;
   /** The process's one Redis connection when `REDIS_URL` is set (closed with the server). */
   readonly redis: RedisStore | null;
-  /** Delivers webhooks; `serve` starts it unless DISPATCHER_IN_SERVE=false. */
-  readonly dispatcher: Dispatcher;
 }
 
 export interface AppOptions {
   /** Overrides the rate-limit store (the cluster's shared one under `serve --workers`). */
   readonly limiterFactory?: LimiterFactory;
-  /** Called after a commit that queued deliveries, besides waking this process's dispatcher. */
+  /**
+   * Called after a commit that queued deliveries: wakes the dispatcher where it runs (`serve`'s
+   * dispatcher process, a cluster's primary). Dispatchers elsewhere hear NOTIFY (PostgreSQL) or poll.
+   */
   readonly onDeliveriesQueued?: () => void;
   /** The collections served (default: the seed's `experiences`, as with no resources folder). */
   readonly registry?: Registry;
@@ -159,16 +160,10 @@ export async function buildApp(config: Config, storage: Storage, options: AppOpt
   server.addHook('onRequest', pipeline.onRequest);
 
   const cursors = new CursorCodec(keys.derive('cursor'));
-  const dispatcher = createDispatcher(config, storage, { secretKey: keys.secretKey, log: server.log, registry: metrics.registry });
-  // Waking a dispatcher that is not started does nothing; workers elsewhere hear NOTIFY
-  // (PostgreSQL), and a cluster's primary hears onDeliveriesQueued.
-  const onQueued = options.onDeliveriesQueued;
-  const wake = onQueued
-    ? () => {
-        dispatcher.wake();
-        onQueued();
-      }
-    : () => dispatcher.wake();
+  const wake = options.onDeliveriesQueued ?? (() => {});
+  // The queue is in the database for this process to report; the dispatcher's own metrics are
+  // the dispatcher process's (cli/dispatcher-process.ts).
+  createQueueMetrics(metrics.registry, storage.db);
   // The registry drives everything below: routes, the root, events, related lists, OpenAPI.
   const registry = options.registry ?? buildRegistry(null);
   const repositoryIds = await assignRepositoryIds(storage, registry.collections);
@@ -225,5 +220,5 @@ export async function buildApp(config: Config, storage: Storage, options: AppOpt
   registerOperations(server, { storage, metrics });
   registerBrowsableAssets(server);
 
-  return { server, config, storage, keys, users: userStore, metrics, redis, dispatcher };
+  return { server, config, storage, keys, users: userStore, metrics, redis };
 }

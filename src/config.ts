@@ -120,7 +120,7 @@ export const ENVIRONMENT: ReadonlyArray<readonly [name: string, meaning: string]
   ['IDEMPOTENCY_TTL_HOURS', 'how long an answer stored under an Idempotency-Key is replayed (default 24)'],
   ['CHANGE_RETENTION_HOURS', 'how long changes are kept for event streams to resume from (default 24; fractions allowed)'],
   ['STREAM_MAX_PER_USER', 'open event streams per user (per IP when anonymous) in each process (default 20)'],
-  ['DISPATCHER_IN_SERVE', 'deliver webhooks inside serve (default true; false when running worker)'],
+  ['DISPATCHER_IN_SERVE', 'deliver webhooks from serve, in a dispatcher process of its own (default true; false when running worker)'],
   ['REQUEST_TIMEOUT_SECONDS', 'time a client has to send a whole request (default 30)'],
   ['DRAIN_TIMEOUT_SECONDS', 'on SIGTERM, how long in-flight requests may finish (default 10)'],
   ['RESOURCES_DIR, MIGRATIONS_DIR', 'your declarations and migrations (default ./resources, ./migrations; --resources/--migrations win)'],

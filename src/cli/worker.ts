@@ -1,6 +1,5 @@
-import { loadKeys } from '../auth/keys.js';
 import type { Config } from '../config.js';
-import { createDispatcher } from '../webhooks/dispatcher.js';
+import { startDelivery } from './delivery.js';
 import { openProject } from './project.js';
 import { onShutdownSignal } from './shutdown.js';
 import { createLogger } from '../http/logging.js';
@@ -13,14 +12,11 @@ export async function worker(config: Config): Promise<void> {
   const log = await createLogger(config);
   // Refuses declarations the migrations do not describe, as serve does (RESOURCES.md §5).
   const { storage } = await openProject(config);
-  const keys = await loadKeys(storage.db, config.secretKey);
-  const dispatcher = createDispatcher(config, storage, { secretKey: keys.secretKey, log });
-  await dispatcher.start();
+  const delivery = await startDelivery(config, { log, storage });
   log.info({ dialect: storage.dialect }, 'worker delivering webhooks');
 
   onShutdownSignal(async (signal) => {
     log.info({ signal }, 'worker stopping: finishing in-flight deliveries');
-    await dispatcher.stop();
-    await storage.close();
+    await delivery.stop();
   });
 }

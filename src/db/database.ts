@@ -144,11 +144,12 @@ function openSqlite(dataDir: string): Storage {
   mkdirSync(dataDir, { recursive: true });
   const database = new SQLite(join(dataDir, 'restwire.sqlite3'));
   // WAL lets readers run beside the writer; NORMAL sync keeps every commit across a killed
-  // process (only an OS crash or power loss can lose the last commits). busy_timeout covers a
-  // second process (e.g. `restwire migrate`) holding the write lock for a moment.
+  // process (only an OS crash or power loss can lose the last commits). No busy_timeout: a
+  // statement that finds another process holding the write lock (serve's dispatcher process,
+  // `restwire migrate`) waits for it on a timer in sqlite-driver.ts, not asleep in this thread.
   database.pragma('journal_mode = WAL');
   database.pragma('synchronous = NORMAL');
-  database.pragma('busy_timeout = 5000');
+  database.pragma('busy_timeout = 0');
   database.pragma('foreign_keys = ON');
   // SQLite's built-in lower() folds ASCII only; overriding it makes `lower(title)` fold every
   // script, as PostgreSQL's does, so case-insensitive search is one query on both (API.md §2).

@@ -23,8 +23,14 @@ import {
  *   at a time, so a statement is never used by two at once.
  * - **BEGIN IMMEDIATE.** With a plain BEGIN, a transaction that reads and then writes fails at
  *   once with SQLITE_BUSY when another process (a `serve --workers` sibling) committed in
- *   between; an immediate one waits for the write lock (busy_timeout) instead. Every
- *   transaction here writes.
+ *   between; an immediate one waits for the write lock instead. Every transaction here writes.
+ * - **Waiting for the write lock without holding the event loop.** Another process holds it at
+ *   times: serve's dispatcher process (cli/dispatcher-process.ts) claims and records deliveries
+ *   through the same file. SQLite's busy handler (busy_timeout) sleeps in the calling thread, so
+ *   with better-sqlite3 a request's BEGIN stalled every request of the process while the other
+ *   held the lock (issue 21, the backlog drill). Here busy_timeout is 0 (database.ts) and a
+ *   statement that finds the lock taken, outside a transaction (a BEGIN, a single write), is
+ *   tried again after a timer, up to LOCK_WAIT_MS: the event loop goes on meanwhile.
  */
 export class RestwireSqliteDialect extends SqliteDialect {
   readonly #database: SQLite.Database;
@@ -103,6 +109,16 @@ class HandOffSqliteDriver implements Driver {
 
 const STATEMENT_CACHE_SIZE = 500;
 
+/** How long a statement waits for another process's write lock, as busy_timeout did. */
+export const LOCK_WAIT_MS = 5_000;
+/** The longest pause between two tries: the dispatcher process holds the lock a few milliseconds at a time. */
+const LOCK_RETRY_MAX_MS = 4;
+
+/** SQLITE_BUSY and its extended codes: another connection holds the lock this statement needs. */
+function isBusy(error: unknown): boolean {
+  return typeof (error as { code?: unknown }).code === 'string' && (error as { code: string }).code.startsWith('SQLITE_BUSY');
+}
+
 class CachedStatementConnection implements DatabaseConnection {
   readonly #database: SQLite.Database;
   readonly #statements = new Map<string, SQLite.Statement>();
@@ -123,9 +139,20 @@ class CachedStatementConnection implements DatabaseConnection {
 
   async executeQuery<R>({ sql, parameters }: CompiledQuery): Promise<QueryResult<R>> {
     const statement = this.#prepare(sql);
-    if (statement.reader) return { rows: statement.all(parameters) as R[] };
-    const { changes, lastInsertRowid } = statement.run(parameters);
-    return { numAffectedRows: BigInt(changes), insertId: BigInt(lastInsertRowid), rows: [] };
+    for (let tries = 1, started = 0; ; tries++) {
+      try {
+        if (statement.reader) return { rows: statement.all(parameters) as R[] };
+        const { changes, lastInsertRowid } = statement.run(parameters);
+        return { numAffectedRows: BigInt(changes), insertId: BigInt(lastInsertRowid), rows: [] };
+      } catch (error) {
+        // Inside a transaction this connection holds the write lock already (BEGIN IMMEDIATE), and
+        // a statement that failed may have done part of its work: never tried again there.
+        if (!isBusy(error) || this.#database.inTransaction) throw error;
+        started ||= Date.now();
+        if (Date.now() - started >= LOCK_WAIT_MS) throw error;
+        await new Promise((resolve) => setTimeout(resolve, Math.min(tries, LOCK_RETRY_MAX_MS)));
+      }
+    }
   }
 
   async *streamQuery<R>({ sql, parameters }: CompiledQuery): AsyncIterableIterator<QueryResult<R>> {

@@ -1,5 +1,8 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { Counter, Gauge, Registry, collectDefaultMetrics, type Metric } from 'prom-client';
+import { AggregatorRegistry, Counter, Gauge, Registry, collectDefaultMetrics, type Metric, type MetricObjectWithValues, type MetricValue as PromMetricValue } from 'prom-client';
+
+/** A registry's metrics as `getMetricsAsJSON` gives them: what another process sends for /metrics. */
+export type MetricsJson = MetricObjectWithValues<PromMetricValue<string>>[];
 
 /** Prometheus metrics (API.md §5); every name starts with `restwire_` (API.md §6). */
 export function createMetrics() {
@@ -39,7 +42,25 @@ export function createMetrics() {
     messages: new Counter({ name: 'restwire_stream_messages_total', help: 'Messages sent on event streams (keep-alive comments not counted).', registers: [registry] }),
   };
 
-  return { registry, recordRequest, rateLimitStore, streams };
+  // Families another process keeps (serve's dispatcher process, cli/dispatcher-process.ts), asked
+  // for at each scrape; null when it cannot answer, and the scrape goes on without them.
+  const sources: Array<() => Promise<MetricsJson | null>> = [];
+  /** Adds another process's metrics to /metrics. */
+  function include(source: () => Promise<MetricsJson | null>): void {
+    sources.push(source);
+  }
+  /**
+   * The /metrics body: this registry's families and the other processes'. prom-client rebuilds
+   * theirs from JSON (AggregatorRegistry.aggregate, as for cluster workers) and merges the
+   * registries (Registry.merge, which refuses a family kept on both sides: none is).
+   */
+  async function render(): Promise<string> {
+    const others = (await Promise.all(sources.map((source) => source()))).filter((json): json is MetricsJson => json !== null);
+    if (others.length === 0) return registry.metrics();
+    return Registry.merge([registry, AggregatorRegistry.aggregate(others)]).metrics();
+  }
+
+  return { registry, recordRequest, rateLimitStore, streams, include, render };
 }
 
 export type Metrics = ReturnType<typeof createMetrics>;

@@ -55,6 +55,6 @@ export function registerOperations(app: FastifyInstance, { storage, metrics }: {
   });
 
   app.get('/metrics', async function metricsText(_request, reply) {
-    reply.header('content-type', metrics.registry.contentType).send(await metrics.registry.metrics());
+    reply.header('content-type', metrics.registry.contentType).send(await metrics.render());
   });
 }

@@ -11,10 +11,37 @@ export interface DispatcherGauges {
 }
 
 /**
- * Delivery metrics for /metrics (API.md §5): attempts by outcome, their duration, the queue
- * depth, and open circuits (issue 11).
+ * The queue as the database holds it, for /metrics (API.md §5): deliveries waiting, and rows in
+ * the delivery log by status. Read at scrape time from the database, so the API process reports
+ * them whether or not it delivers (its dispatcher runs in a process of its own, cli/dispatcher-process.ts).
  */
-export function createDeliveryMetrics(registry: Registry, db: Kysely<Database>, dispatcher: DispatcherGauges) {
+export function createQueueMetrics(registry: Registry, db: Kysely<Database>): void {
+  new Gauge({
+    name: 'restwire_webhook_queue_depth',
+    help: 'Deliveries waiting for an attempt (pending or retrying).',
+    registers: [registry],
+    async collect() {
+      this.set(await queueDepth(db));
+    },
+  });
+  new Gauge({
+    name: 'restwire_webhook_deliveries',
+    help: 'Rows in the delivery log, by status (kept for DELIVERY_RETENTION_DAYS).',
+    labelNames: ['status'] as const,
+    registers: [registry],
+    async collect() {
+      const counts = await deliveriesByStatus(db);
+      this.reset();
+      for (const status of ['pending', 'retrying', 'delivered', 'failed']) this.set({ status }, counts.get(status) ?? 0);
+    },
+  });
+}
+
+/**
+ * The dispatcher's own metrics for /metrics (API.md §5): attempts by outcome, their duration,
+ * open circuits (issue 11), and what retention removed. Kept in the process that delivers.
+ */
+export function createDeliveryMetrics(registry: Registry, dispatcher: DispatcherGauges) {
   const attempts = new Counter({
     name: 'restwire_webhook_attempts_total',
     help: 'Webhook delivery attempts, by outcome (success, http_error, network_error).',
@@ -28,32 +55,11 @@ export function createDeliveryMetrics(registry: Registry, db: Kysely<Database>, 
     registers: [registry],
   });
   new Gauge({
-    name: 'restwire_webhook_queue_depth',
-    help: 'Deliveries waiting for an attempt (pending or retrying).',
-    registers: [registry],
-    async collect() {
-      this.set(await queueDepth(db));
-    },
-  });
-
-  new Gauge({
     name: 'restwire_webhook_circuits_open',
     help: 'Webhooks whose receiver kept failing to answer, cut to one attempt at a time until it answers (this process).',
     registers: [registry],
     collect() {
       this.set(dispatcher.openCircuits());
-    },
-  });
-
-  new Gauge({
-    name: 'restwire_webhook_deliveries',
-    help: 'Rows in the delivery log, by status (kept for DELIVERY_RETENTION_DAYS).',
-    labelNames: ['status'] as const,
-    registers: [registry],
-    async collect() {
-      const counts = await deliveriesByStatus(db);
-      this.reset();
-      for (const status of ['pending', 'retrying', 'delivered', 'failed']) this.set({ status }, counts.get(status) ?? 0);
     },
   });
   const pruned = new Counter({

@@ -1,7 +1,8 @@
 // The dispatcher (STYLE.md 7): the loop that claims due deliveries, admits them to their
 // webhooks' lanes (lanes.ts), and for each one whose turn comes signs (signing.ts), sends
 // (send-attempt.ts) and hands the outcome to be recorded (outcome-batch.ts, record-attempt.ts).
-// It runs inside `serve` or in `restwire worker` processes; on PostgreSQL any number share the
+// It runs in `restwire worker` processes and in the process `serve` forks for it
+// (cli/dispatcher-process.ts), never in the API's event loop; on PostgreSQL any number share the
 // queue (claims are leases taken with SKIP LOCKED; see db/delivery-queue.ts). While it runs, it
 // also keeps the delivery log pruned (retention.ts). On SIGTERM it stops claiming, gives back
 // work that has not started, and lets attempts in flight finish and be recorded.
@@ -274,7 +275,7 @@ export function createDispatcher(
     changeRetentionMs: config.changeRetentionMs,
     pruneIntervalMs: config.deliveryPruneIntervalMs,
     log,
-    ...(registry ? { metrics: createDeliveryMetrics(registry, storage.db, gauges) } : {}),
+    ...(registry ? { metrics: createDeliveryMetrics(registry, gauges) } : {}),
   });
   return dispatcher;
 }

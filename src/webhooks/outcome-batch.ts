@@ -11,6 +11,8 @@ import { recordAttempts, type AttemptRecord } from './record-attempt.js';
 
 /** How long finished attempts wait to be recorded together. */
 const FLUSH_DELAY_MS = 5;
+/** The most outcomes one transaction records. */
+const RECORDS_PER_TRANSACTION = 64;
 
 export interface OutcomeBatchOptions {
   readonly storage: Storage;
@@ -67,7 +69,7 @@ export class OutcomeBatch {
     const announce = this.freesOrderedWork;
     this.freesOrderedWork = false;
     const { storage, log } = this.options;
-    this.flushing = recordAttempts(storage, batch, this.options.schedule)
+    this.flushing = this.record(batch)
       .then(() => {
         // The deliveries' streams hear of the outcomes once numbered; a slot need not wait for that.
         this.numbering = numberSoon(storage).catch((error: unknown) => log.warn({ err: error }, 'could not number delivery changes yet; the next write will'));
@@ -83,5 +85,16 @@ export class OutcomeBatch {
         this.flushing = null;
       });
     await this.flushing;
+  }
+
+  /**
+   * Records `batch`, RECORDS_PER_TRANSACTION outcomes a transaction: on SQLite each holds the one
+   * write lock, which serve's API process waits for meanwhile (the dispatcher runs in a process
+   * of its own, cli/dispatcher-process.ts), so a drain's 512 outcomes must not hold it at once.
+   */
+  private async record(batch: readonly AttemptRecord[]): Promise<void> {
+    for (let start = 0; start < batch.length; start += RECORDS_PER_TRANSACTION) {
+      await recordAttempts(this.options.storage, batch.slice(start, start + RECORDS_PER_TRANSACTION), this.options.schedule);
+    }
   }
 }

@@ -49,9 +49,9 @@ describe('browsable API: webhooks and deliveries', () => {
     await receiver.waitFor((received) => received.length >= 1);
     await page.getByRole('link', { name: 'Open the new webhook →' }).click();
     await page.waitForURL(/\/api\/v1\/webhooks\/\d+\/$/);
-    // The ping's outcome is recorded a moment after the receiver answered, and it changes the
-    // webhook (its ETag): the page's Disable form sends If-Match, so it is loaded again once the
-    // outcome is in.
+    // The ping's outcome is recorded by serve's dispatcher process a moment after the receiver
+    // answered, and it changes the webhook (its ETag): the page's Disable form sends If-Match, so
+    // it is loaded again once the outcome is in.
     await expect
       .poll(async () => {
         const response = await page.request.get(`${page.url()}deliveries/`, { headers: { accept: 'application/json' } });
