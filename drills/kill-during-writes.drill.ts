@@ -1,6 +1,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import SQLite from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
 import { startReceiver, type Receiver } from '../test/support/receiver.js';
 import { createTestDatabase, startServer, type RunningServer, type TestDatabase } from '../test/support/server.js';
@@ -35,14 +36,54 @@ type Uncertain =
 const tokenOf = (record: Experience) => record.title.slice(2);
 const changeKey = (change: Change) => `${change.action}:${change.id}:${change.token}`;
 
-function receivedKeys(receiver: Receiver): Set<string> {
+/**
+ * The events a receiver has been sent, as change keys. Each request is parsed once, when first
+ * seen: the receiver answers in this process, so a check that re-parsed every request for every
+ * change (a million parses by the fifth round) blocked it for seconds, and the dispatcher's
+ * attempts timed out against a receiver that could not answer (the drill's own failure, issue 21).
+ */
+function receivedKeys(receiver: Receiver): () => Set<string> {
   const keys = new Set<string>();
-  for (const r of receiver.received) {
-    if (r.headers['x-service-event'] !== 'experience') continue;
-    const body = JSON.parse(r.body) as { action: Change['action']; experience: Experience };
-    keys.add(changeKey({ action: body.action, id: body.experience.id, token: tokenOf(body.experience) }));
+  let seen = 0;
+  return () => {
+    for (; seen < receiver.received.length; seen++) {
+      const r = receiver.received[seen]!;
+      if (r.headers['x-service-event'] !== 'experience') continue;
+      const body = JSON.parse(r.body) as { action: Change['action']; experience: Experience };
+      keys.add(changeKey({ action: body.action, id: body.experience.id, token: tokenOf(body.experience) }));
+    }
+    return keys;
+  };
+}
+
+/**
+ * What a failed wait for events on SQLite needs to be understood (issue 21): the restarted
+ * server's log without its request lines (the dispatcher process logs there too), and the
+ * deliveries still waiting, read from the database file.
+ */
+function printWhyUndelivered(server: RunningServer | undefined, database: TestDatabase, missing: Change[]): void {
+  const log = (server?.output() ?? '')
+    .split('\n')
+    .filter((line) => !/"(incoming request|request completed)"/.test(line))
+    .slice(-80)
+    .join('\n');
+  const db = new SQLite(join(database.env.DATA_DIR!, 'restwire.sqlite3'), { readonly: true });
+  try {
+    const byStatus = db.prepare('select status, count(*) as n, sum(lease_until is not null) as leased from deliveries group by status').all();
+    const waiting = db
+      .prepare(
+        `select id, action, status, attempts, next_attempt_at, lease_until, status_code, record_key, created_at
+         from deliveries where status not in ('delivered') order by id limit 40`,
+      )
+      .all();
+    process.stderr.write(
+      `[kill-during-writes] now=${Date.now()} missing ${missing.length}: ${JSON.stringify(missing.slice(0, 10))}\n` +
+        `deliveries by status: ${JSON.stringify(byStatus)}\nnot delivered: ${JSON.stringify(waiting, null, 0)}\n` +
+        `server log without requests:\n${log}\n`,
+    );
+  } finally {
+    db.close();
   }
-  return keys;
 }
 
 describe.each(['sqlite', 'postgres'] as const)('SIGKILL during writes on %s', (backend) => {
@@ -63,6 +104,7 @@ describe.each(['sqlite', 'postgres'] as const)('SIGKILL during writes on %s', (b
     receiver = await startReceiver();
     server = await startServer(database, { env: ENV });
     await createWebhook(server, receiver.url, undefined, ['experience']);
+    const received = receivedKeys(receiver);
 
     /** Committed state as the drill knows it: token per live record. */
     const live = new Map<number, string>();
@@ -171,9 +213,18 @@ describe.each(['sqlite', 'postgres'] as const)('SIGKILL during writes on %s', (b
       // Every committed change's event is delivered by the restarted dispatcher. On SQLite it
       // takes back the killed process's leases at start; on PostgreSQL they expire after 30 s
       // (API.md §6), so there the check waits for the end of the last round.
-      const missing = () => committed.filter((c) => !receivedKeys(receiver!).has(changeKey(c)));
-      if (backend === 'sqlite') await until(() => missing().length === 0, 20_000, `round ${round}: events not delivered`);
-      else {
+      const missing = () => {
+        const keys = received();
+        return committed.filter((c) => !keys.has(changeKey(c)));
+      };
+      if (backend === 'sqlite') {
+        try {
+          await until(() => missing().length === 0, 20_000, `round ${round}: events not delivered`);
+        } catch (error) {
+          printWhyUndelivered(server, database, missing());
+          throw error;
+        }
+      } else {
         await sleep(1_000);
         outstandingAfterRestart.push(missing().length);
       }
@@ -181,14 +232,17 @@ describe.each(['sqlite', 'postgres'] as const)('SIGKILL during writes on %s', (b
 
     const waitStarted = Date.now();
     await until(
-      () => committed.every((c) => receivedKeys(receiver!).has(changeKey(c))),
+      () => {
+        const keys = received();
+        return committed.every((c) => keys.has(changeKey(c)));
+      },
       60_000,
       'events of committed changes not delivered',
     );
     const finalWaitMs = Date.now() - waitStarted;
     // And no event for a change that was not committed.
     const expected = new Set(committed.map(changeKey));
-    const extra = [...receivedKeys(receiver)].filter((key) => !expected.has(key));
+    const extra = [...received()].filter((key) => !expected.has(key));
     expect(extra).toEqual([]);
 
     report(`kill-during-writes ${backend}`, {
