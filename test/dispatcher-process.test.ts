@@ -46,6 +46,7 @@ async function api(server: RunningServer, method: string, path: string, body?: u
 }
 
 const events = (receiver: Receiver) => receiver.received.filter((r) => r.headers['x-service-event'] === 'experience');
+const titles = (receiver: Receiver) => events(receiver).map((r) => (JSON.parse(r.body) as { experience: { title: string } }).experience.title);
 
 describe.each(BACKENDS)("serve's dispatcher process on %s", (backend) => {
   let database: TestDatabase;
@@ -81,7 +82,9 @@ describe.each(BACKENDS)("serve's dispatcher process on %s", (backend) => {
     const second = await until(() => dispatcherPids(server!)[1], 'another dispatcher process started');
     expect(server.output()).toContain('the dispatcher process exited; starting another');
     expect((await api(server, 'POST', '/api/v1/experiences/', { title: 'after', q_like_dislike: 'like' })).status).toBe(201);
-    await receiver.waitFor(() => events(receiver!).length === 2, 30_000);
+    // Delivery goes on in the new process. (It may send "before" again: killed before it had
+    // recorded that attempt, the first process's lease is taken back. At least once, API.md §6.)
+    await receiver.waitFor(() => titles(receiver!).includes('after'), 30_000);
 
     server.process.kill('SIGKILL');
     await server.stop('SIGKILL');
