@@ -5,7 +5,7 @@ import SQLite from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
 import { startReceiver, type Receiver } from '../test/support/receiver.js';
 import { createTestDatabase, startServer, type RunningServer, type TestDatabase } from '../test/support/server.js';
-import { createWebhook, jsonRequest, listAll, privatePostgresDatabase, report, sleep, until } from './support.js';
+import { createWebhook, jsonRequest, listAll, printServerLog, privatePostgresDatabase, report, sleep, until } from './support.js';
 
 /**
  * Drill 1 (issue 11): SIGKILL at a random moment while several clients create, update and
@@ -62,11 +62,6 @@ function receivedKeys(receiver: Receiver): () => Set<string> {
  * deliveries still waiting, read from the database file.
  */
 function printWhyUndelivered(server: RunningServer | undefined, database: TestDatabase, missing: Change[]): void {
-  const log = (server?.output() ?? '')
-    .split('\n')
-    .filter((line) => !/"(incoming request|request completed)"/.test(line))
-    .slice(-80)
-    .join('\n');
   const db = new SQLite(join(database.env.DATA_DIR!, 'restwire.sqlite3'), { readonly: true });
   try {
     const byStatus = db.prepare('select status, count(*) as n, sum(lease_until is not null) as leased from deliveries group by status').all();
@@ -78,9 +73,9 @@ function printWhyUndelivered(server: RunningServer | undefined, database: TestDa
       .all();
     process.stderr.write(
       `[kill-during-writes] now=${Date.now()} missing ${missing.length}: ${JSON.stringify(missing.slice(0, 10))}\n` +
-        `deliveries by status: ${JSON.stringify(byStatus)}\nnot delivered: ${JSON.stringify(waiting, null, 0)}\n` +
-        `server log without requests:\n${log}\n`,
+        `deliveries by status: ${JSON.stringify(byStatus)}\nnot delivered: ${JSON.stringify(waiting, null, 0)}\n`,
     );
+    printServerLog(server, 'kill-during-writes');
   } finally {
     db.close();
   }

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { PrivatePostgres } from '../test/support/private-services.js';
 import { adminAuth, startServer, type RunningServer, type TestDatabase } from '../test/support/server.js';
-import { createWebhook, jsonRequest, listAll, percentile, privatePostgresDatabase, report, sleep, until, tearDown } from './support.js';
+import { createWebhook, jsonRequest, listAll, percentile, printServerLog, privatePostgresDatabase, report, sleep, until, tearDown } from './support.js';
 
 /**
  * Drill 2 (issue 11): the database stops under a running server, with writes acknowledged and
@@ -103,7 +103,10 @@ describe('PostgreSQL stopped and started', () => {
     for (let i = 0; i < 10; i++) expect((await create(`after ${i}`)).status).toBe(201);
 
     // Every acknowledged record's event arrives; no delivery is failed or left behind.
-    await until(() => acknowledged.every((id) => delivered.has(id)), 60_000, 'events of acknowledged records not delivered');
+    await until(() => acknowledged.every((id) => delivered.has(id)), 60_000, 'events of acknowledged records not delivered').catch((error: unknown) => {
+      printServerLog(running, 'postgres-outage');
+      throw error;
+    });
     await until(
       async () => (await listAll<{ status: string }>(running, `/api/v1/webhooks/${hookId}/deliveries/`)).every((d) => d.status === 'delivered'),
       30_000,

@@ -127,3 +127,16 @@ export async function tearDown(parts: { server?: RunningServer; receiver?: Serve
   parts.receiver?.close();
   await parts.database?.drop();
 }
+
+/**
+ * Prints a server's log without its request lines (the dispatcher process logs there too): what
+ * a drill shows when a wait times out, so the failure can be understood from CI's output.
+ */
+export function printServerLog(server: RunningServer | undefined, label: string, lines = 80): void {
+  const log = (server?.output() ?? '')
+    .split('\n')
+    .filter((line) => !/"(incoming request|request completed)"/.test(line))
+    .slice(-lines)
+    .join('\n');
+  process.stderr.write(`[${label}] server log without requests:\n${log}\n`);
+}
