@@ -25,9 +25,16 @@ export async function startDelivery(
   { log, storage: given, registry }: { log: FastifyBaseLogger; storage?: Storage; registry?: Registry },
 ): Promise<Delivery> {
   const storage = given ?? (await openStorage(config, { migrate: false }));
-  const keys = await loadKeys(storage.db, config.secretKey);
-  const dispatcher = createDispatcher(config, storage, { secretKey: keys.secretKey, log, ...(registry ? { registry } : {}) });
-  await dispatcher.start();
+  let dispatcher: Dispatcher;
+  try {
+    const keys = await loadKeys(storage.db, config.secretKey);
+    dispatcher = createDispatcher(config, storage, { secretKey: keys.secretKey, log, ...(registry ? { registry } : {}) });
+    await dispatcher.start();
+  } catch (error) {
+    // A database that cannot be reached: what this opened is closed, so a caller may try again.
+    if (!given) await storage.close();
+    throw error;
+  }
   return {
     dispatcher,
     async stop() {

@@ -5,24 +5,56 @@
 // SIGINT (a terminal's Ctrl-C reaches both processes), and at once when the channel closes: serve
 // is gone (kill -9), and a dispatcher left behind would deliver beside the next serve's.
 
+import type { FastifyBaseLogger } from 'fastify';
 import { Registry } from 'prom-client';
 import type { Config } from '../config.js';
+import { isDatabaseUnavailable } from '../db/outage.js';
 import { createLogger } from '../http/logging.js';
 import type { FromDispatcherChild, ToDispatcherChild } from './dispatcher-process.js';
 import { startDelivery, type Delivery } from './delivery.js';
 
 const send = (message: FromDispatcherChild) => process.send?.(message);
 
-let delivery: Promise<Delivery> | null = null;
+/** A dispatcher delivering, and the registry of its metrics. */
+interface Running {
+  readonly delivery: Delivery;
+  readonly registry: Registry;
+}
+
+let delivery: Promise<Running | null> | null = null;
 let stopping = false;
+/** How often a dispatcher process forked during a database outage tries to start again. */
+const START_RETRY_MS = 1_000;
 
 /** Stops claiming, finishes and records the attempts in flight, then exits (API.md §5). */
 function stop(): void {
   if (stopping) return;
   stopping = true;
   void (delivery ?? Promise.resolve(null))
-    .then((running) => running?.stop())
+    .then((running) => running?.delivery.stop())
     .then(() => process.exit(0));
+}
+
+/**
+ * Starts delivering once the database answers. serve rides out a database outage (503s until it
+ * returns, docs/RELIABILITY.md drill 2), and forks this process again if it dies, so one that
+ * starts (or restarts) during an outage waits for the database rather than exit: exiting over and
+ * over would make serve give up on it. Resolves null when told to stop first.
+ */
+async function startWhenReachable(config: Config, log: FastifyBaseLogger): Promise<Running | null> {
+  for (let told = false; !stopping; ) {
+    // A registry per try: a try that failed may have registered metrics in its own.
+    const registry = new Registry();
+    try {
+      return { delivery: await startDelivery(config, { log, registry }), registry };
+    } catch (error) {
+      if (!isDatabaseUnavailable(error)) throw error;
+      if (!told) log.warn({ err: error }, 'the dispatcher process cannot reach the database; it starts delivering once it can');
+      told = true;
+      await new Promise((resolve) => setTimeout(resolve, START_RETRY_MS));
+    }
+  }
+  return null;
 }
 
 async function start(config: Config): Promise<void> {
@@ -31,11 +63,12 @@ async function start(config: Config): Promise<void> {
     log.fatal({ err: error }, 'the dispatcher process failed');
     process.exit(1);
   });
-  const registry = new Registry();
-  delivery = startDelivery(config, { log, registry });
+  delivery = startWhenReachable(config, log);
   const running = await delivery;
+  if (running === null) return;
+  const { registry } = running;
   process.on('message', (message: ToDispatcherChild) => {
-    if (message.type === 'wake') running.dispatcher.wake();
+    if (message.type === 'wake') running.delivery.dispatcher.wake();
     else if (message.type === 'metrics') {
       void registry.getMetricsAsJSON().then(
         (metrics) => send({ type: 'metrics', id: message.id, metrics }),
