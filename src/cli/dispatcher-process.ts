@@ -21,6 +21,11 @@ export type ToDispatcherChild = { type: 'start'; config: Config } | { type: 'wak
 export type FromDispatcherChild = { type: 'ready' } | { type: 'started' } | { type: 'metrics'; id: number; metrics: MetricsJson | null };
 
 const ENTRY = new URL('./dispatcher-child.js', import.meta.url);
+/**
+ * Node flags of the child, after serve's own (the later wins): a 1 MiB young generation instead of
+ * serve's 8 MiB semi-spaces. A delivery's objects live for one attempt.
+ */
+const CHILD_FLAGS = ['--max-semi-space-size=1'];
 /** A scrape does not wait longer for the child's metrics; /metrics answers without them. */
 const SCRAPE_TIMEOUT_MS = 2_000;
 /** A child that died is forked again after this. */
@@ -56,7 +61,7 @@ export class DispatcherProcess {
   start(): void {
     const { config, log } = this.#options;
     // stdout and stderr are serve's: the child's log lines go where serve's go, in the same format.
-    const child = fork(ENTRY, [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+    const child = fork(ENTRY, [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv: [...process.execArgv, ...CHILD_FLAGS] });
     this.#child = child;
     this.#started = false;
     child.on('message', (message: FromDispatcherChild) => {
