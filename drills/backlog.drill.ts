@@ -153,11 +153,12 @@ describe('a backlog of 20,000 deliveries', () => {
     expect(memory.maxMiB).toBeLessThan(500);
   });
 
-  // TODO(issue 21 item 1): `serve` delivers from a process of its own (cli/dispatcher-process.ts);
-  // runs on 2026-11-26 gave 1.8x-3.5x (docs/RELIABILITY.md, drill 5), down from 4-13x with the
-  // dispatcher in the event loop. The creates are the tail, and their work grows with the CPU the
-  // drain takes on a 2-core machine. The criterion passes in some runs and not in others, so
-  // neither `it` nor `it.fails` would be a stable verdict: it is skipped, visibly, until it holds.
+  // TODO(issue 21 item 1): `serve` delivers from a process of its own at nice 10
+  // (cli/dispatcher-child.ts); runs on 2026-11-26 gave 3.3x, 1.3x, 1.5x (1.8x-4.1x at serve's
+  // priority; docs/RELIABILITY.md, drill 5), down from 4-13x with the dispatcher in the event loop.
+  // The creates are the tail, and their work grows with the CPU the drain takes on a 2-core
+  // machine. The criterion passes in some runs and not in others, so neither `it` nor `it.fails`
+  // would be a stable verdict: it is skipped, visibly, until it holds.
   it.skip('keeps the API p99 within 2x of idle while the backlog drains (known gap)', () => {
     expect(p99s, 'the drill above did not run').toBeDefined();
     expect(p99s!.during).toBeLessThanOrEqual(2 * p99s!.idle);

@@ -5,6 +5,7 @@
 // SIGINT (a terminal's Ctrl-C reaches both processes), and at once when the channel closes: serve
 // is gone (kill -9), and a dispatcher left behind would deliver beside the next serve's.
 
+import { setPriority } from 'node:os';
 import type { FastifyBaseLogger } from 'fastify';
 import { Registry } from 'prom-client';
 import type { Config } from '../config.js';
@@ -23,6 +24,12 @@ interface Running {
 
 let delivery: Promise<Running | null> | null = null;
 let stopping = false;
+/**
+ * This process's nice value: where serve and its dispatcher both want the CPU, serve's answers
+ * come first and delivery takes what is left (issue 21 item 1, the backlog drill; delivery is
+ * asynchronous, a request is waited for). On an idle core it runs as fast as at serve's priority.
+ */
+const DISPATCHER_NICE = 10;
 /** How often a dispatcher process forked during a database outage tries to start again. */
 const START_RETRY_MS = 1_000;
 
@@ -59,6 +66,11 @@ async function startWhenReachable(config: Config, log: FastifyBaseLogger): Promi
 
 async function start(config: Config): Promise<void> {
   const log = await createLogger(config);
+  try {
+    setPriority(DISPATCHER_NICE);
+  } catch (error) {
+    log.warn({ err: error }, "could not lower the dispatcher process's priority; delivery competes with the API for the CPU");
+  }
   process.on('uncaughtException', (error) => {
     log.fatal({ err: error }, 'the dispatcher process failed');
     process.exit(1);
