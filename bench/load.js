@@ -66,8 +66,8 @@ export async function measure(server, request, load, { groups = null, probe = nu
     errors: result.errors,
     timeouts: result.timeouts,
     statusCodes: codes,
-    // One process: its peak RSS. Several (a cluster's primary and workers): the peak of the
-    // primary's RSS plus its children's private memory, each shared page once (memory.js, watchPeakTree).
+    // One process: its peak RSS. Several (serve and its dispatcher process, a cluster): the peak
+    // of the first one's RSS plus its children's private memory, each shared page once (memory.js, watchPeakTree).
     peakRssMiB: mib(peak),
     // The server's own process (serve, or a cluster's primary), its peak RSS, without its
     // children: equal to peakRssMiB when it has none.

@@ -75,7 +75,7 @@ function readPrivate(pid) {
  * peak, in bytes, of the first one's RSS plus the others' private memory (null where /proc cannot
  * tell). RSS summed over processes counts the pages they share (Node's binary and libraries,
  * about 45 MiB) once per process; here they count once, as the machine holds them: what the
- * first maps, and what each child adds. For a cluster (`serve --workers N`).
+ * first maps, and what each child adds. For serve with its dispatcher process, or a cluster.
  */
 export function watchPeakTree([root, ...children], { intervalMs = 100 } = {}) {
   let peak = null;

@@ -24,7 +24,7 @@ function httpCells(http) {
       show(row.p50Ms),
       show(row.p99Ms),
       show(row.non2xx),
-      // With children (a cluster's workers): "all (own)".
+      // With children (serve's dispatcher process, a cluster's workers): "all (own)".
       row.ownPeakRssMiB != null && row.ownPeakRssMiB !== row.peakRssMiB ? `${show(row.peakRssMiB)} (${row.ownPeakRssMiB})` : show(row.peakRssMiB),
       reference ?? ratio(row.vsBaseline),
       reference ?? ratio(row.vsFloor),
@@ -200,7 +200,7 @@ function markdownTable({ header, rows }) {
 }
 
 const PEAK_MEMORY_NOTE =
-  'Peak MiB: the server process\'s peak RSS; for a server of several processes (`--workers`), the peak of the first one\'s RSS ' +
+  'Peak MiB: the server process\'s peak RSS; for a server of several processes (serve and its dispatcher process, or `--workers`), the peak of the first one\'s RSS ' +
   'plus what each child adds (its private pages; what it shares with the first, Node\'s binary among it, counts once), with the first one\'s own peak RSS in brackets.';
 
 /** The whole report for the terminal. */
