@@ -8,9 +8,11 @@
 //
 // Scenarios: root (GET /api/v1/, the pipeline without a database read), get (one experience),
 // page (a page of 100), post (create with Bearer), basic (create with Basic), postkey (create
-// with a new Idempotency-Key each), batch (POST /api/v1/batch/ of 100 creates: CPU per batch).
+// with a new Idempotency-Key each), batch (POST /api/v1/batch/ of 100 creates: CPU per batch),
+// webhook (create with Bearer while one webhook for every event sends to a loopback receiver; the
+// CPU figure is serve's alone; with --prof its dispatcher process writes a profile of its own).
 // BENCH_DATABASE_URL / BENCH_REDIS_URL as for `npm run bench`. Needs Linux for the CPU figures.
-import { copyFileSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
+import { copyFileSync, mkdirSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -18,7 +20,8 @@ import autocannon from 'autocannon';
 import { GET_ONE, GET_PAGE, post } from './http-scenarios.js';
 import { cpuSeconds } from './memory.js';
 import { Processes } from './processes.js';
-import { EXPERIENCE, basicAuth, bearerAuth, freshStore, restwireEnv, seedExperiences, startServe } from './restwire.js';
+import { Receivers } from './receivers.js';
+import { EXPERIENCE, createWebhook, basicAuth, bearerAuth, freshStore, restwireEnv, seedExperiences, startServe } from './restwire.js';
 
 const FLOOR = fileURLToPath(new URL('./floor.js', import.meta.url));
 
@@ -35,6 +38,7 @@ const SCENARIOS = {
     const setupRequest = (r) => ({ ...r, headers: { ...r.headers, 'idempotency-key': `profile-${process.pid}-${Date.now()}-${++sent}` } });
     return { ...request, requests: [{ method: request.method, setupRequest }] };
   },
+  webhook: (bearer) => post(bearer),
   batch: (bearer) => ({ ...post(bearer), path: '/api/v1/batch/', body: JSON.stringify({ requests: Array.from({ length: 100 }, () => ({ method: 'POST', path: '/api/v1/experiences/', body: EXPERIENCE })) }) }),
 };
 
@@ -107,6 +111,11 @@ async function main() {
     }
     console.log(`${values.floor ? 'floor (bench/floor.js)' : 'restwire'} on ${store.backend}${store.redisUrl ? ' + Redis' : ''}, ${values.connections} connections, ${values.duration} s per scenario after 2 s warm-up`);
     for (const name of values.scenario) {
+      if (name === 'webhook' && !values.floor) {
+        const receivers = await Receivers.start(processes, 1);
+        const hook = await createWebhook(server, bearer.authorization ?? basicAuth, receivers.url(0));
+        if (hook.skipped) throw new Error(`webhook scenario: ${hook.skipped}`);
+      }
       const { path, ...request } = SCENARIOS[name](values.floor ? null : bearer.authorization ?? basicAuth);
       const options = { url: `${server.url}${path}`, connections: Number(values.connections), ...request };
       await autocannon({ ...options, duration: 2 });
@@ -121,14 +130,22 @@ async function main() {
     }
     await server.stop();
     if (values.prof) {
-      const [file] = readdirSync(profileDir).filter((name) => name.endsWith('.cpuprofile'));
-      if (!file) throw new Error('the server wrote no profile');
+      // serve's dispatcher process inherits --cpu-prof and writes its own profile: the larger
+      // file is serve's (it ran the requests), the others are summarised after it.
+      const files = readdirSync(profileDir)
+        .filter((name) => name.endsWith('.cpuprofile'))
+        .map((name) => join(profileDir, name))
+        .sort((a, b) => statSync(b).size - statSync(a).size);
+      if (files.length === 0) throw new Error('the server wrote no profile');
       const outDir = new URL('./out/', import.meta.url).pathname;
       mkdirSync(outDir, { recursive: true });
-      const kept = join(outDir, values.floor ? 'floor.cpuprofile' : 'restwire.cpuprofile');
-      copyFileSync(join(profileDir, file), kept);
-      console.log(`\nprofile: ${kept} (open in Chrome DevTools › Performance, or speedscope)`);
-      summarise(kept, Number(values.top));
+      for (const [index, file] of files.entries()) {
+        const base = values.floor ? 'floor' : index === 0 ? 'restwire' : `restwire-child-${index}`;
+        const kept = join(outDir, `${base}.cpuprofile`);
+        copyFileSync(file, kept);
+        console.log(`\nprofile: ${kept} (open in Chrome DevTools › Performance, or speedscope)`);
+        summarise(kept, Number(values.top));
+      }
     }
   } finally {
     await processes.cleanUp();

@@ -258,7 +258,7 @@ describe.each(BACKENDS)('a database that predates roles (%s)', (backend) => {
       }
       await db.schema.alterTable('users').dropColumn('roles').execute();
       for (const table of ['api_keys', 'change_log', 'change_positions', 'idempotency_keys']) await db.schema.dropTable(table).execute();
-      await sql`delete from kysely_migration where name in ('0008_user_roles', '0009_api_keys', '0010_change_log', '0011_idempotency_keys')`.execute(db);
+      await sql`delete from kysely_migration where name in ('0008_user_roles', '0009_api_keys', '0010_change_log', '0011_idempotency_keys', '0012_unnumbered_changes_index')`.execute(db);
     } finally {
       await storage.close();
     }

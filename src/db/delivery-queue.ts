@@ -23,6 +23,27 @@ export interface ClaimOptions {
   readonly excludeWebhookIds: readonly number[];
   /** Users whose webhooks hold their fair share of this worker; their work is left for later. */
   readonly excludeOwnerIds?: readonly number[];
+  /**
+   * How many deliveries this worker can still take per webhook and per user (`of`, else
+   * `otherwise`): the claim leases no more than that, so it never leases what it would give back.
+   */
+  readonly room?: ClaimRoom;
+}
+
+export interface ClaimRoom {
+  readonly webhooks: { readonly of: ReadonlyMap<number, number>; readonly otherwise: number };
+  readonly owners: { readonly of: ReadonlyMap<number, number>; readonly otherwise: number };
+}
+
+/** `column`'s room: a CASE over the ids with their own, literals (ids and counts are integers), so both dialects type it as one. */
+function roomOf(column: string, { of, otherwise }: ClaimRoom['webhooks']) {
+  const literal = (value: number) => {
+    if (!Number.isSafeInteger(value)) throw new Error(`claim room must be an integer, got ${value}`);
+    return sql.lit(value);
+  };
+  if (of.size === 0) return literal(otherwise);
+  const cases = [...of].map(([id, room]) => sql`when ${literal(id)} then ${literal(room)}`);
+  return sql`case ${sql.ref(column)} ${sql.join(cases, sql` `)} else ${literal(otherwise)} end`;
 }
 
 /**
@@ -39,7 +60,7 @@ export interface ClaimOptions {
  * it commits, so the next write about that record enqueues after it.
  */
 export async function claimDueDeliveries(storage: Storage, options: ClaimOptions): Promise<DeliveryRow[]> {
-  const { now, limit, leaseUntil, excludeWebhookIds, excludeOwnerIds = [] } = options;
+  const { now, limit, leaseUntil, excludeWebhookIds, excludeOwnerIds = [], room } = options;
   /** Whether delivery `d` of webhook `w` may be claimed now. */
   const claimable = (d: string) => sql`${sql.ref(`${d}.status`)} in ('pending', 'retrying') and ${sql.ref(`${d}.next_attempt_at`)} <= ${now}
         and (${sql.ref(`${d}.lease_until`)} is null or ${sql.ref(`${d}.lease_until`)} < ${now}) and (w.active = 1 or ${sql.ref(`${d}.event`)} = 'ping')
@@ -63,15 +84,30 @@ export async function claimDueDeliveries(storage: Storage, options: ClaimOptions
     storage.dialect === 'postgres'
       ? sql`select h.id from webhooks w cross join lateral (${perWebhook}) h where ${eligible}`
       : sql`select d2.id from webhooks w join deliveries d2 on d2.id in (${perWebhook}) where ${eligible}`;
-  const result = await sql<DeliveryRow>`
-    update deliveries set lease_until = ${leaseUntil}
-    where id in (
-      select d.id from deliveries d join webhooks w on w.id = d.webhook_id
+  const due = sql`select d.id, d.webhook_id, d.next_attempt_at, w.owner_id from deliveries d join webhooks w on w.id = d.webhook_id
       where ${excluding ? sql`d.id in (${candidates}) and ` : sql``}${claimable('d')}
       order by d.next_attempt_at, d.id
       limit ${limit}
-      ${lock}
-    )
+      ${lock}`;
+  // With rooms, the due rows are ranked per webhook and then per user, oldest first, and only those
+  // within the rooms are leased: without, a webhook one short of its lane's cap had 256 rows leased
+  // and 255 given back, both row updates, on every attempt it finished (the window functions are a
+  // level above the locking read, where PostgreSQL allows them).
+  const leased = room
+    ? sql`select by_owner.id from (
+          select by_webhook.id, by_webhook.owner_room,
+            row_number() over (partition by by_webhook.owner_id order by by_webhook.next_attempt_at, by_webhook.id) as owner_rank
+          from (
+            select due.id, due.next_attempt_at, due.owner_id,
+              ${roomOf('due.webhook_id', room.webhooks)} as webhook_room, ${roomOf('due.owner_id', room.owners)} as owner_room,
+              row_number() over (partition by due.webhook_id order by due.next_attempt_at, due.id) as webhook_rank
+            from (${due}) due
+          ) by_webhook where by_webhook.webhook_rank <= by_webhook.webhook_room
+        ) by_owner where by_owner.owner_rank <= by_owner.owner_room`
+    : sql`select due.id from (${due}) due`;
+  const result = await sql<DeliveryRow>`
+    update deliveries set lease_until = ${leaseUntil}
+    where id in (${leased})
     returning *`.execute(storage.db);
   return resolvePayloads(storage.db, result.rows);
 }

@@ -263,6 +263,17 @@ const MIGRATIONS: Record<string, Migration> = {
       await db.schema.createIndex('idempotency_keys_expiry').on('idempotency_keys').column('expires_at').execute();
     },
   },
+  '0012_unnumbered_changes_index': {
+    async up(db) {
+      // Every writing transaction's last step finds the changes still unnumbered (db/change-log.ts),
+      // under the counter's lock. Through the position index it also visited every change numbered
+      // since the last vacuum: numbering updates the row, and the null entry of its old version stays
+      // in that index until vacuum, each one a heap visit (6–16 ms per numbering at 20,000 changes,
+      // all writers waiting on it). A partial index holds only unnumbered rows, in id order, and an
+      // index scan marks the dead entries it meets so that later scans skip them.
+      await db.schema.createIndex('change_log_unnumbered').on('change_log').column('id').where(sql.ref('position'), 'is', null).execute();
+    },
+  },
 };
 
 const provider: MigrationProvider = { getMigrations: async () => MIGRATIONS };

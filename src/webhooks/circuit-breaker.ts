@@ -50,6 +50,11 @@ export class CircuitBreaker {
     return this.open.has(webhookId) ? 1 : normal;
   }
 
+  /** The webhooks whose circuits are open. */
+  openIds(): Iterable<number> {
+    return this.open;
+  }
+
   /** How many circuits are open (the metric). */
   get openCount(): number {
     return this.open.size;

@@ -175,11 +175,12 @@ export class Dispatcher {
   private async claim(): Promise<number> {
     const { storage, secrets, log } = this.options;
     const now = Date.now();
+    const { limit, ...scope } = this.lanes.claimScope();
     const rows = await claimDueDeliveries(storage, {
       now,
-      limit: Math.min(this.lanes.room, CLAIM_BATCH),
+      limit: Math.min(limit, CLAIM_BATCH),
       leaseUntil: now + LEASE_TIMEOUTS * this.timeoutMs,
-      ...this.lanes.exclusions(),
+      ...scope,
     });
     if (rows.length === 0) return 0;
 

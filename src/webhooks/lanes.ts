@@ -13,7 +13,7 @@
 
 import type { FastifyBaseLogger } from 'fastify';
 import type { Kysely } from 'kysely';
-import { releaseLeases } from '../db/delivery-queue.js';
+import { releaseLeases, type ClaimRoom } from '../db/delivery-queue.js';
 import type { Database, DeliveryRow } from '../db/schema.js';
 import { CircuitBreaker } from './circuit-breaker.js';
 import type { AttemptOutcome } from './send-attempt.js';
@@ -100,13 +100,29 @@ export class Lanes {
   }
 
   /**
-   * Whom the next claim leaves out: webhooks whose lanes are closed and users at their fair
-   * share, so one tenant's backlog never fills the batch.
+   * Whom the next claim leaves out: webhooks whose lanes have no room for a round of attempts
+   * and users at their fair share, so one tenant's backlog never fills the batch; and how much
+   * each of the others can take, so the claim leases nothing it would give back.
    */
-  exclusions(): { excludeWebhookIds: number[]; excludeOwnerIds: number[] } {
+  claimScope(): { limit: number; excludeWebhookIds: number[]; excludeOwnerIds: number[]; room: ClaimRoom } {
+    const webhookRoom = new Map<number, number>();
+    for (const id of this.breaker.openIds()) webhookRoom.set(id, this.laneLimit(id));
+    for (const [id, lane] of this.lanes) webhookRoom.set(id, Math.max(0, this.laneLimit(id) - lane.inFlight - lane.waiting.length));
+    const ownerRoom = new Map([...this.ownerHeld].map(([id, count]) => [id, Math.max(0, this.perOwner - count)] as const));
+    const excludeWebhookIds = [...this.lanes].filter(([id, lane]) => !this.laneClaimable(id, lane)).map(([id]) => id);
+    // The claim looks at no more due rows than the lanes that can take work hold, and at least one
+    // new lane's worth: each row it looks at it also locks.
+    const excluded = new Set(excludeWebhookIds);
+    let wanted = 2 * this.perWebhook;
+    for (const [id, room] of webhookRoom) if (!excluded.has(id)) wanted += room;
     return {
-      excludeWebhookIds: [...this.lanes].filter(([id, lane]) => this.laneClosed(id, lane)).map(([id]) => id),
-      excludeOwnerIds: [...this.ownerHeld].filter(([, count]) => count >= this.perOwner).map(([id]) => id),
+      limit: Math.min(this.room, wanted),
+      excludeWebhookIds,
+      excludeOwnerIds: [...ownerRoom].filter(([, room]) => room === 0).map(([id]) => id),
+      room: {
+        webhooks: { of: webhookRoom, otherwise: 2 * this.perWebhook },
+        owners: { of: ownerRoom, otherwise: this.perOwner },
+      },
     };
   }
 
@@ -160,6 +176,15 @@ export class Lanes {
    */
   private laneClosed(webhookId: number, lane: Lane): boolean {
     return lane.inFlight + lane.waiting.length >= this.laneLimit(webhookId) || lane.stalled >= this.breaker.limit(webhookId, this.perWebhook);
+  }
+
+  /**
+   * Whether a claim may bring a webhook more work: its lane has room for a round of attempts (so
+   * one that finished an attempt is not claimed for one at a time) and not every slot is stalled.
+   */
+  private laneClaimable(webhookId: number, lane: Lane): boolean {
+    const round = this.breaker.limit(webhookId, this.perWebhook);
+    return this.laneLimit(webhookId) - lane.inFlight - lane.waiting.length >= round && lane.stalled < round;
   }
 
   private lane(webhookId: number, ownerId: number): Lane {
@@ -222,8 +247,17 @@ export class Lanes {
         this.attempts.delete(attempt);
         this.pump(webhookId);
         this.dropIfIdle(webhookId, lane);
-        // Claim again when there is room for a batch, or when this webhook has run dry.
-        if (this.held <= this.maxHeld / 2 || lane.waiting.length === 0) this.options.wake();
+        // Claim again when this webhook has room for a round again, or has run dry; when its user
+        // is back under their share; or when the process budget has room for a batch again.
+        const laneRoom = this.laneLimit(webhookId) - lane.inFlight - lane.waiting.length;
+        if (
+          laneRoom === this.breaker.limit(webhookId, this.perWebhook) ||
+          lane.waiting.length === 0 ||
+          (this.ownerHeld.get(lane.ownerId) ?? 0) === this.perOwner - 1 ||
+          this.held === Math.ceil(this.maxHeld / 2) - 1
+        ) {
+          this.options.wake();
+        }
       });
       this.attempts.add(attempt);
     }
