@@ -97,10 +97,32 @@ export function preparingClient(Client: typeof pg.Client): typeof pg.Client {
   const query = Client.prototype.query;
   // pg's `query` has a dozen overloads; this forwards any of them untouched but the one above.
   PreparingClient.prototype.query = function (this: pg.Client, ...args: unknown[]) {
+    holdWritesUntilTickEnds(this);
     const name = args.length === 2 && typeof args[0] === 'string' && Array.isArray(args[1]) ? preparedNames.get(args[0]) : undefined;
     return name === undefined ? Reflect.apply(query, this, args) : Reflect.apply(query, this, [{ name, text: args[0], values: args[1] }]);
   } as typeof query;
   return PreparingClient;
+}
+
+/** Sockets corked until the current tick's promise continuations have run. */
+const corked = new WeakSet<object>();
+
+/**
+ * Corks the client's socket until the end of this tick, so that the statements a transaction
+ * sends without waiting (and any other query issued in the same tick) leave in one write: one
+ * wake-up of the server's backend instead of one per statement. `process.nextTick` runs after the
+ * promise continuations queued now, which is where Kysely hands each statement over.
+ */
+function holdWritesUntilTickEnds(client: pg.Client): void {
+  // `connection.stream` is node-postgres's socket; not in its typings.
+  const stream = (client as unknown as { connection?: { stream?: { cork?: () => void; uncork?: () => void } } }).connection?.stream;
+  if (!stream?.cork || !stream.uncork || corked.has(stream)) return;
+  corked.add(stream);
+  stream.cork();
+  process.nextTick(() => {
+    corked.delete(stream);
+    stream.uncork!();
+  });
 }
 
 /** A pooled connection that sends marked statements without waiting, within a transaction. */
