@@ -9,8 +9,9 @@
 // Scenarios: root (GET /api/v1/, the pipeline without a database read), get (one experience),
 // page (a page of 100), post (create with Bearer), basic (create with Basic), postkey (create
 // with a new Idempotency-Key each), batch (POST /api/v1/batch/ of 100 creates: CPU per batch),
-// webhook (create with Bearer while one webhook for every event sends to a loopback receiver; the
-// CPU figure is serve's alone; with --prof its dispatcher process writes a profile of its own).
+// webhook (create with Bearer while one webhook for every event sends to a loopback receiver; with
+// --prof serve's dispatcher process writes a profile of its own). Server CPU is serve's; its
+// dispatcher process's follows it.
 // BENCH_DATABASE_URL / BENCH_REDIS_URL as for `npm run bench`. Needs Linux for the CPU figures.
 import { copyFileSync, mkdirSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
@@ -18,7 +19,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import autocannon from 'autocannon';
 import { GET_ONE, GET_PAGE, post } from './http-scenarios.js';
-import { cpuSeconds } from './memory.js';
+import { cpuSeconds, processTree } from './memory.js';
 import { Processes } from './processes.js';
 import { Receivers } from './receivers.js';
 import { EXPERIENCE, createWebhook, basicAuth, bearerAuth, freshStore, restwireEnv, seedExperiences, startServe } from './restwire.js';
@@ -119,14 +120,21 @@ async function main() {
       const { path, ...request } = SCENARIOS[name](values.floor ? null : bearer.authorization ?? basicAuth);
       const options = { url: `${server.url}${path}`, connections: Number(values.connections), ...request };
       await autocannon({ ...options, duration: 2 });
+      // serve's dispatcher process, apart: it delivers what the requests queued.
+      const children = processTree(server.pid).slice(1);
       const before = cpuSeconds([server.pid]);
+      const childrenBefore = cpuSeconds(children);
       const result = await autocannon({ ...options, duration: Number(values.duration) });
       const after = cpuSeconds([server.pid]);
+      const childrenAfter = cpuSeconds(children);
       const perRequest = (seconds) => ((seconds * 1e6) / result.requests.total).toFixed(1);
       const cpu = before && after
         ? `server CPU ${perRequest(after.user + after.system - before.user - before.system)} µs/request (kernel ${perRequest(after.system - before.system)})`
         : 'server CPU n/a';
-      console.log(`${name.padEnd(5)} ${Math.round(result.requests.mean)} req/s, p50 ${result.latency.p50} ms, p99 ${result.latency.p99} ms, non-2xx ${result.non2xx}; ${cpu}`);
+      const childCpu = children.length && childrenBefore && childrenAfter
+        ? `; its dispatcher process ${perRequest(childrenAfter.user + childrenAfter.system - childrenBefore.user - childrenBefore.system)} µs/request`
+        : '';
+      console.log(`${name.padEnd(5)} ${Math.round(result.requests.mean)} req/s, p50 ${result.latency.p50} ms, p99 ${result.latency.p99} ms, non-2xx ${result.non2xx}; ${cpu}${childCpu}`);
     }
     await server.stop();
     if (values.prof) {
