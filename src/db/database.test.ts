@@ -1,43 +1,24 @@
-import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { sql } from 'kysely';
 import pg from 'pg';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { openStorage, type Storage } from './database.js';
 import { isDatabaseUnavailable } from './outage.js';
+import { asAdmin, createTestDatabase, type TestDatabase } from './test-databases.test-support.js';
 
 // PostgreSQL only: an SQLite file has no connection to lose. Runs when TEST_DATABASE_URL is set,
-// as .ci/run does (a test file under src/ cannot import test/support).
+// as .ci/run does.
 describe.runIf(process.env.TEST_DATABASE_URL)('a PostgreSQL connection ended while a transaction holds it', () => {
-  let dir: string;
-  let url: string;
+  let database: TestDatabase;
   let storage: Storage;
-  const admin = async (statement: string, values: unknown[] = []) => {
-    const client = new pg.Client({ connectionString: process.env.TEST_DATABASE_URL });
-    await client.connect();
-    try {
-      await client.query(statement, values);
-    } finally {
-      await client.end();
-    }
-  };
 
   beforeEach(async () => {
-    dir = mkdtempSync(join(tmpdir(), 'restwire-database-'));
-    const name = `restwire_test_${randomBytes(6).toString('hex')}`;
-    await admin(`create database ${name}`);
-    const address = new URL(process.env.TEST_DATABASE_URL!);
-    address.pathname = `/${name}`;
-    url = address.toString();
-    storage = await openStorage({ dataDir: dir, databaseUrl: url });
+    database = await createTestDatabase('postgres', 'database');
+    storage = await openStorage({ dataDir: database.dataDir, databaseUrl: database.url });
   });
 
   afterEach(async () => {
     await storage.close();
-    await admin(`drop database if exists ${new URL(url).pathname.slice(1)} with (force)`);
-    rmSync(dir, { recursive: true, force: true });
+    await database.drop();
   });
 
   it('fails that transaction as unavailable, does not bring the process down, and serves the next', async () => {
@@ -54,7 +35,7 @@ describe.runIf(process.env.TEST_DATABASE_URL)('a PostgreSQL connection ended whi
         held!.once('end', resolve);
         setTimeout(resolve, 5_000).unref();
       });
-      await admin('select pg_terminate_backend($1)', [rows[0]!.pid]);
+      await asAdmin('select pg_terminate_backend($1)', [rows[0]!.pid]);
       await closed;
       await sql`select 1`.execute(trx);
     });

@@ -1,38 +1,20 @@
-import { randomBytes, randomUUID } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
-import pg from 'pg';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { openStorage, type Storage } from './database.js';
 import { claimDueDeliveries } from './delivery-queue.js';
+import { BACKENDS, createTestDatabase, type TestDatabase } from './test-databases.test-support.js';
 
 // The claim leases only what the dispatcher's lanes can take (issue 21): oldest first, no more
-// than each webhook's and each user's room. SQLite always; PostgreSQL too with TEST_DATABASE_URL.
-const BACKENDS: Array<'sqlite' | 'postgres'> = process.env.TEST_DATABASE_URL ? ['sqlite', 'postgres'] : ['sqlite'];
+// than each webhook's and each user's room.
 
 describe.each(BACKENDS)('claiming due deliveries on %s', (backend) => {
-  let dir: string;
-  let url: string | null = null;
+  let database: TestDatabase;
   let storage: Storage;
-  const admin = async (statement: string) => {
-    const client = new pg.Client({ connectionString: process.env.TEST_DATABASE_URL });
-    await client.connect();
-    await client.query(statement);
-    await client.end();
-  };
 
   beforeEach(async () => {
-    dir = mkdtempSync(join(tmpdir(), 'restwire-delivery-claim-'));
-    if (backend === 'postgres') {
-      const name = `restwire_test_${randomBytes(6).toString('hex')}`;
-      await admin(`create database ${name}`);
-      const address = new URL(process.env.TEST_DATABASE_URL!);
-      address.pathname = `/${name}`;
-      url = address.toString();
-    }
-    storage = await openStorage({ dataDir: dir, databaseUrl: url });
+    database = await createTestDatabase(backend, 'delivery-claim');
+    storage = await openStorage({ dataDir: database.dataDir, databaseUrl: database.url });
     // Users 1 and 2; user 1 has webhooks 1 and 2, user 2 webhook 3.
     for (const id of [1, 2]) await sql`insert into users (id, username, password_hash, password_changed_at, created_at) values (${id}, ${`u${id}`}, 'x', 0, 0)`.execute(storage.db);
     for (const [id, owner] of [[1, 1], [2, 1], [3, 2]]) {
@@ -43,9 +25,7 @@ describe.each(BACKENDS)('claiming due deliveries on %s', (backend) => {
 
   afterEach(async () => {
     await storage.close();
-    if (url) await admin(`drop database if exists ${new URL(url).pathname.slice(1)} with (force)`);
-    url = null;
-    rmSync(dir, { recursive: true, force: true });
+    await database.drop();
   });
 
   /** `count` due deliveries of `webhookId`, due at `dueAt`, `dueAt + 1`, …; returns their ids. */

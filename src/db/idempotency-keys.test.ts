@@ -1,17 +1,11 @@
-import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { sql } from 'kysely';
 import pg from 'pg';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { openStorage, type Storage } from './database.js';
 import type { DynamicDb } from './dynamic-tables.js';
 import { claimKey, findStoredResponse, isStoredMeanwhile, storeResponse, type StoredResponse } from './idempotency-keys.js';
+import { BACKENDS, createTestDatabase, type TestDatabase } from './test-databases.test-support.js';
 
-// SQLite always; PostgreSQL too when TEST_DATABASE_URL is set (as .ci/run does). A test file under
-// src/ cannot import test/support (tsconfig's rootDir), so this is its small equivalent.
-const BACKENDS: Array<'sqlite' | 'postgres'> = process.env.TEST_DATABASE_URL ? ['sqlite', 'postgres'] : ['sqlite'];
 const HOUR = 3_600_000;
 
 /** A stored response of user 1 under `key`, made at `now`. */
@@ -27,34 +21,18 @@ const answer = (key: string, now: number, status = 201): StoredResponse => ({
 });
 
 describe.each(BACKENDS)('stored Idempotency-Key responses on %s', (backend) => {
-  let dir: string;
-  let url: string | null = null;
+  let database: TestDatabase;
   let storage: Storage;
-  const admin = async (statement: string) => {
-    const client = new pg.Client({ connectionString: process.env.TEST_DATABASE_URL });
-    await client.connect();
-    await client.query(statement);
-    await client.end();
-  };
 
   beforeEach(async () => {
-    dir = mkdtempSync(join(tmpdir(), 'restwire-idempotency-keys-'));
-    if (backend === 'postgres') {
-      const name = `restwire_test_${randomBytes(6).toString('hex')}`;
-      await admin(`create database ${name}`);
-      const address = new URL(process.env.TEST_DATABASE_URL!);
-      address.pathname = `/${name}`;
-      url = address.toString();
-    }
-    storage = await openStorage({ dataDir: dir, databaseUrl: url });
+    database = await createTestDatabase(backend, 'idempotency-keys');
+    storage = await openStorage({ dataDir: database.dataDir, databaseUrl: database.url });
     await sql`insert into users (id, username, password_hash, password_changed_at, created_at) values (1, 'u', 'x', 0, 0)`.execute(storage.db);
   });
 
   afterEach(async () => {
     await storage.close();
-    if (url) await admin(`drop database if exists ${new URL(url).pathname.slice(1)} with (force)`);
-    url = null;
-    rmSync(dir, { recursive: true, force: true });
+    await database.drop();
   });
 
   const store = (row: StoredResponse) =>
@@ -86,7 +64,7 @@ describe.each(BACKENDS)('stored Idempotency-Key responses on %s', (backend) => {
       const trx = transaction as unknown as DynamicDb;
       expect(await claimKey(storage.dialect, trx, 1, 'k', now)).toEqual({ held: true, stored: null });
       // Another process commits a response under the key after this claim's snapshot.
-      const other = new pg.Client({ connectionString: url! });
+      const other = new pg.Client({ connectionString: database.url! });
       await other.connect();
       await other.query(`insert into idempotency_keys (user_id, key, request_hash, status, headers, body, created_at, expires_at) values (1, 'k', 'b', 200, '{}', 'theirs', $1, $2)`, [now, now + HOUR]);
       await other.end();

@@ -1,11 +1,8 @@
 import { execFile } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { sql } from 'kysely';
-import pg from 'pg';
 import { build } from 'rolldown';
 import { afterEach, describe, expect, it } from 'vitest';
 import { openStorage, type Storage } from './database.js';
@@ -14,6 +11,7 @@ import type { Operation } from './migration-operations.js';
 import { collectionsWithRows, DataLossError } from './data-loss-guard.js';
 import type { AnyDb } from './schema-editor/base.js';
 import type { FieldState } from './schema-state.js';
+import { BACKENDS, createTestDatabase, type Backend, type TestDatabase } from './test-databases.test-support.js';
 import { applyUserMigrations, pendingUserMigrations, UserMigrationError } from './user-migrations.js';
 
 const title: FieldState = { type: 'string', null: false, unique: false, maxLength: 200 };
@@ -32,41 +30,6 @@ const createBooks: Operation = {
   indexes: ['title'],
 };
 
-// SQLite always; PostgreSQL too when TEST_DATABASE_URL is set (as .ci/run does). A test file under
-// src/ cannot import test/support (tsconfig's rootDir), so this is its small equivalent.
-const BACKENDS: Array<'sqlite' | 'postgres'> = process.env.TEST_DATABASE_URL ? ['sqlite', 'postgres'] : ['sqlite'];
-
-interface TestDatabase {
-  readonly dataDir: string;
-  readonly url: string | null;
-  drop(): Promise<void>;
-}
-
-/** A fresh temp folder, plus a fresh PostgreSQL database for 'postgres'. */
-async function createTestDatabase(backend: 'sqlite' | 'postgres'): Promise<TestDatabase> {
-  const dataDir = mkdtempSync(join(tmpdir(), 'restwire-user-migrations-'));
-  if (backend === 'sqlite') return { dataDir, url: null, drop: async () => rmSync(dataDir, { recursive: true, force: true }) };
-  const adminUrl = process.env.TEST_DATABASE_URL!;
-  const name = `restwire_test_${randomBytes(6).toString('hex')}`;
-  const admin = async (statement: string) => {
-    const client = new pg.Client({ connectionString: adminUrl });
-    await client.connect();
-    await client.query(statement);
-    await client.end();
-  };
-  await admin(`create database ${name}`);
-  const url = new URL(adminUrl);
-  url.pathname = `/${name}`;
-  return {
-    dataDir,
-    url: url.toString(),
-    async drop() {
-      await admin(`drop database if exists ${name} with (force)`);
-      rmSync(dataDir, { recursive: true, force: true });
-    },
-  };
-}
-
 /** Migration files as the folder would give them, one per list of operations. */
 function filesOf(...changeSets: Operation[][]): MigrationFile[] {
   return changeSets.map((operations, index) => {
@@ -83,8 +46,8 @@ afterEach(async () => {
   }
 });
 
-async function open(backend: (typeof BACKENDS)[number]): Promise<AnyDb> {
-  const database = await createTestDatabase(backend);
+async function open(backend: Backend): Promise<AnyDb> {
+  const database = await createTestDatabase(backend, 'user-migrations');
   const storage = await openStorage({ dataDir: database.dataDir, databaseUrl: database.url });
   opened.push({ storage, database });
   return storage.db as unknown as AnyDb;
@@ -333,7 +296,7 @@ describe.each(BACKENDS)('user migrations on %s', (backend) => {
 
 describe.runIf(BACKENDS.includes('postgres'))('user migrations racing on postgres', () => {
   it('applies each file once when two processes migrate together', async () => {
-    const database = await createTestDatabase('postgres');
+    const database = await createTestDatabase('postgres', 'user-migrations');
     const storages = await Promise.all([0, 1].map(() => openStorage({ dataDir: database.dataDir, databaseUrl: database.url })));
     try {
       const files = filesOf([createAuthors], [createTags], [{ op: 'addField', collection: 'authors', field: 'born', state: { type: 'integer', null: true, unique: false } }]);
@@ -354,7 +317,7 @@ describe('user migrations racing on sqlite', () => {
   it('applies each file once when several processes migrate together', async () => {
     const root = new URL('../..', import.meta.url).pathname;
     const work = mkdtempSync(join(root, 'node_modules', '.restwire-race-'));
-    const database = await createTestDatabase('sqlite');
+    const database = await createTestDatabase('sqlite', 'user-migrations');
     try {
       const entry = join(work, 'entry.ts');
       writeFileSync(

@@ -1,12 +1,8 @@
-import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { sql, type SqlBool } from 'kysely';
-import pg from 'pg';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { openStorage, type Storage } from '../db/database.js';
 import type { DynamicDb } from '../db/dynamic-tables.js';
+import { BACKENDS, createTestDatabase, type TestDatabase } from '../db/test-databases.test-support.js';
 import type { QueryFilter } from '../resources/filters.js';
 import type { Resource } from '../resources/resource.js';
 import { WebhookFilters } from './webhook-filters.js';
@@ -14,9 +10,6 @@ import { WebhookFilters } from './webhook-filters.js';
 // Issue 22: a webhook's filter runs inside another user's write. One that fails to run is its
 // subscriber's loss (no match), never the writer's: the transaction goes on and commits, on
 // SQLite and on PostgreSQL (where a failed statement would abort the whole transaction).
-
-// A test file under src/ cannot import test/support (tsconfig's rootDir), so this is its small equivalent.
-const BACKENDS: Array<'sqlite' | 'postgres'> = process.env.TEST_DATABASE_URL ? ['sqlite', 'postgres'] : ['sqlite'];
 
 const NOTES = { name: 'notes', table: 'notes', fieldAccess: {} } as unknown as Resource;
 
@@ -27,35 +20,18 @@ const FILTERS: QueryFilter[] = [
 ];
 
 describe.each(BACKENDS)('webhook filters at write time on %s', (backend) => {
-  let dataDir: string;
+  let database: TestDatabase;
   let storage: Storage;
-  let dropDatabase = async () => {};
 
   beforeEach(async () => {
-    dataDir = mkdtempSync(join(tmpdir(), 'restwire-webhook-filters-'));
-    let databaseUrl: string | null = null;
-    if (backend === 'postgres') {
-      const name = `restwire_test_${randomBytes(6).toString('hex')}`;
-      const admin = async (statement: string) => {
-        const client = new pg.Client({ connectionString: process.env.TEST_DATABASE_URL! });
-        await client.connect();
-        await client.query(statement);
-        await client.end();
-      };
-      await admin(`create database ${name}`);
-      const url = new URL(process.env.TEST_DATABASE_URL!);
-      url.pathname = `/${name}`;
-      databaseUrl = url.toString();
-      dropDatabase = () => admin(`drop database if exists ${name} with (force)`);
-    }
-    storage = await openStorage({ dataDir, databaseUrl }, { migrate: false });
+    database = await createTestDatabase(backend, 'webhook-filters');
+    storage = await openStorage({ dataDir: database.dataDir, databaseUrl: database.url }, { migrate: false });
     await sql`create table notes (id integer primary key, title text not null)`.execute(storage.db);
     await sql`insert into notes (id, title) values (1, 'tea')`.execute(storage.db);
   });
   afterEach(async () => {
     await storage.close();
-    await dropDatabase();
-    rmSync(dataDir, { recursive: true, force: true });
+    await database.drop();
   });
 
   it('a filter that fails to run matches nothing, the others are answered, and the write commits', async () => {
