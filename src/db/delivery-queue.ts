@@ -27,7 +27,7 @@ export interface ClaimOptions {
    * How many deliveries this worker can still take per webhook and per user (`of`, else
    * `otherwise`): the claim leases no more than that, so it never leases what it would give back.
    */
-  readonly room?: ClaimRoom;
+  readonly room: ClaimRoom;
 }
 
 export interface ClaimRoom {
@@ -89,12 +89,11 @@ export async function claimDueDeliveries(storage: Storage, options: ClaimOptions
       order by d.next_attempt_at, d.id
       limit ${limit}
       ${lock}`;
-  // With rooms, the due rows are ranked per webhook and then per user, oldest first, and only those
-  // within the rooms are leased: without, a webhook one short of its lane's cap had 256 rows leased
-  // and 255 given back, both row updates, on every attempt it finished (the window functions are a
-  // level above the locking read, where PostgreSQL allows them).
-  const leased = room
-    ? sql`select by_owner.id from (
+  // The due rows are ranked per webhook and then per user, oldest first, and only those within the
+  // rooms are leased: before, a webhook one short of its lane's cap had 256 rows leased and 255
+  // given back, both row updates, on every attempt it finished (the window functions are a level
+  // above the locking read, where PostgreSQL allows them).
+  const leased = sql`select by_owner.id from (
           select by_webhook.id, by_webhook.owner_room,
             row_number() over (partition by by_webhook.owner_id order by by_webhook.next_attempt_at, by_webhook.id) as owner_rank
           from (
@@ -103,8 +102,7 @@ export async function claimDueDeliveries(storage: Storage, options: ClaimOptions
               row_number() over (partition by due.webhook_id order by due.next_attempt_at, due.id) as webhook_rank
             from (${due}) due
           ) by_webhook where by_webhook.webhook_rank <= by_webhook.webhook_room
-        ) by_owner where by_owner.owner_rank <= by_owner.owner_room`
-    : sql`select due.id from (${due}) due`;
+        ) by_owner where by_owner.owner_rank <= by_owner.owner_room`;
   const result = await sql<DeliveryRow>`
     update deliveries set lease_until = ${leaseUntil}
     where id in (${leased})

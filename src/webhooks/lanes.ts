@@ -107,7 +107,7 @@ export class Lanes {
   claimScope(): { limit: number; excludeWebhookIds: number[]; excludeOwnerIds: number[]; room: ClaimRoom } {
     const webhookRoom = new Map<number, number>();
     for (const id of this.breaker.openIds()) webhookRoom.set(id, this.laneLimit(id));
-    for (const [id, lane] of this.lanes) webhookRoom.set(id, Math.max(0, this.laneLimit(id) - lane.inFlight - lane.waiting.length));
+    for (const [id, lane] of this.lanes) webhookRoom.set(id, Math.max(0, this.laneRoom(id, lane)));
     const ownerRoom = new Map([...this.ownerHeld].map(([id, count]) => [id, Math.max(0, this.perOwner - count)] as const));
     const excludeWebhookIds = [...this.lanes].filter(([id, lane]) => !this.laneClaimable(id, lane)).map(([id]) => id);
     // The claim looks at no more due rows than the lanes that can take work hold, and at least one
@@ -175,7 +175,7 @@ export class Lanes {
    * was given would wait here for a stuck slot, holding the budget others need (issue 11).
    */
   private laneClosed(webhookId: number, lane: Lane): boolean {
-    return lane.inFlight + lane.waiting.length >= this.laneLimit(webhookId) || lane.stalled >= this.breaker.limit(webhookId, this.perWebhook);
+    return this.laneRoom(webhookId, lane) <= 0 || lane.stalled >= this.breaker.limit(webhookId, this.perWebhook);
   }
 
   /**
@@ -184,7 +184,12 @@ export class Lanes {
    */
   private laneClaimable(webhookId: number, lane: Lane): boolean {
     const round = this.breaker.limit(webhookId, this.perWebhook);
-    return this.laneLimit(webhookId) - lane.inFlight - lane.waiting.length >= round && lane.stalled < round;
+    return this.laneRoom(webhookId, lane) >= round && lane.stalled < round;
+  }
+
+  /** How many more deliveries a webhook's lane may hold (negative once its circuit has opened on a full lane). */
+  private laneRoom(webhookId: number, lane: Lane): number {
+    return this.laneLimit(webhookId) - lane.inFlight - lane.waiting.length;
   }
 
   private lane(webhookId: number, ownerId: number): Lane {
@@ -235,6 +240,7 @@ export class Lanes {
         this.stall(webhookId, lane);
       }, this.stallMs);
       const attempt = this.options.attempt(claimed).finally(() => {
+        const budgetWasFull = !this.wantsWork;
         clearTimeout(stallTimer);
         lane.inFlight--;
         if (stalled) {
@@ -249,12 +255,11 @@ export class Lanes {
         this.dropIfIdle(webhookId, lane);
         // Claim again when this webhook has room for a round again, or has run dry; when its user
         // is back under their share; or when the process budget has room for a batch again.
-        const laneRoom = this.laneLimit(webhookId) - lane.inFlight - lane.waiting.length;
         if (
-          laneRoom === this.breaker.limit(webhookId, this.perWebhook) ||
+          this.laneRoom(webhookId, lane) === this.breaker.limit(webhookId, this.perWebhook) ||
           lane.waiting.length === 0 ||
           (this.ownerHeld.get(lane.ownerId) ?? 0) === this.perOwner - 1 ||
-          this.held === Math.ceil(this.maxHeld / 2) - 1
+          (budgetWasFull && this.wantsWork)
         ) {
           this.options.wake();
         }
