@@ -106,3 +106,13 @@ export class DatabaseOutage {
     this.stop();
   }
 }
+
+/**
+ * Whether `error` is PostgreSQL refusing a prepared statement whose result columns a migration
+ * changed (db/pipelining.ts prepares it anew meanwhile): not an outage, but the request succeeds
+ * when tried again. `routine` as in `isDatabaseClosed`.
+ */
+export function isPreparedStatementOutdated(error: unknown): boolean {
+  const { code, routine } = (error ?? {}) as { code?: unknown; routine?: unknown };
+  return code === '0A000' && routine === 'RevalidateCachedQuery';
+}

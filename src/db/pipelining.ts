@@ -13,8 +13,8 @@
 // - `sendAhead(trx, query)`: a query whose rows are needed later (the active webhooks) goes out
 //   ahead of the statements that follow it, which share its round trip.
 //
-// - `prepared(query)`: a statement compiled once and run often (a webhook filter's thousands of
-//   parameters) is parsed and planned once per connection, as a named prepared statement.
+// - every statement with parameters that runs often is parsed and planned once per connection, as
+//   a named prepared statement (`preparingClient`); `prepared(query)` names one from its first run.
 //
 // Outside a transaction, and on SQLite (whose driver knows nothing of these marks), both run the
 // statement and wait for it as any other: the same code serves both databases.
@@ -69,28 +69,70 @@ export async function afterFailure(trx: Executor, query: CompiledQuery): Promise
   await trx.executeQuery(copy);
 }
 
-/** SQL marked by `prepared`, by the statement name it is prepared under. */
+/** Statements prepared under a name, by their SQL. */
 const preparedNames = new Map<string, string>();
+/** Names handed out so far (a statement renamed after a schema change takes a new one). */
+let namesGiven = 0;
 /**
- * Names handed out in all: each is prepared on every connection that runs it, until that
+ * Statements prepared in all: each is prepared on every connection that runs it, until that
  * connection closes, so a process that compiles ever new statements stops preparing them.
  */
 const MAX_PREPARED = 256;
+/** How often a statement runs unnamed before it is prepared: a statement run once stays unnamed. */
+const PREPARE_AFTER = 3;
+/** Runs so far of statements not prepared yet; forgotten whole when it holds this many. */
+const runs = new Map<string, number>();
+const MAX_COUNTED = 4096;
 
 /**
- * Marks a compiled query to run as a named prepared statement on PostgreSQL: parsed once per
- * connection and planned as the server sees fit (a generic plan after a few runs), not on every
- * run. For statements compiled once and run often, whose result columns never change. Returns the
- * query; SQLite ignores the mark (its statements are cached by better-sqlite3 anyway).
+ * Marks a compiled query to run as a named prepared statement on PostgreSQL from its first run
+ * (`preparingClient` prepares every statement after a few runs). For a statement whose first
+ * runs already cost PostgreSQL more to plan than to run (a webhook filter's thousands of
+ * parameters). Returns the query; SQLite ignores the mark (better-sqlite3 keeps its statements).
  */
 export function prepared<R>(query: CompiledQuery<R>): CompiledQuery<R> {
-  if (!preparedNames.has(query.sql) && preparedNames.size < MAX_PREPARED) preparedNames.set(query.sql, `restwire_${preparedNames.size + 1}`);
+  if (!preparedNames.has(query.sql) && preparedNames.size < MAX_PREPARED) preparedNames.set(query.sql, `restwire_${++namesGiven}`);
   return query;
 }
 
+/** The name `text` runs under: given on its PREPARE_AFTER-th run, while names last. */
+function nameOf(text: string): string | undefined {
+  const name = preparedNames.get(text);
+  if (name !== undefined || preparedNames.size >= MAX_PREPARED) return name;
+  const count = (runs.get(text) ?? 0) + 1;
+  if (count < PREPARE_AFTER) {
+    if (runs.size >= MAX_COUNTED) runs.clear();
+    runs.set(text, count);
+    return undefined;
+  }
+  runs.delete(text);
+  const given = `restwire_${++namesGiven}`;
+  preparedNames.set(text, given);
+  return given;
+}
+
 /**
- * node-postgres's client, running the statements marked by `prepared` under their names. Kysely
- * calls `query(text, values)`; that form alone is rewritten.
+ * A prepared statement whose result columns changed since it was prepared (a migration added a
+ * column to a table it reads with `*`) fails with this code on every run until it is prepared
+ * anew: its SQL then takes a new name, which each connection prepares on its next run.
+ */
+const RESULT_TYPE_CHANGED = '0A000';
+
+function renameAfterSchemaChange(text: string, name: string): (error: unknown) => never {
+  return (error) => {
+    if ((error as { code?: unknown }).code === RESULT_TYPE_CHANGED && preparedNames.get(text) === name) {
+      preparedNames.set(text, `restwire_${++namesGiven}`);
+    }
+    throw error;
+  };
+}
+
+/**
+ * node-postgres's client, running each statement with parameters under a name once it has run a
+ * few times (as pgx and postgres.js do): PostgreSQL then parses it once per connection and plans
+ * it as it sees fit (a generic plan after five runs) instead of parsing and planning every run,
+ * which cost PostgreSQL a third of its CPU per create (issue 21). Kysely calls
+ * `query(text, values)`; that form alone is rewritten.
  */
 export function preparingClient(Client: typeof pg.Client): typeof pg.Client {
   class PreparingClient extends Client {}
@@ -98,8 +140,12 @@ export function preparingClient(Client: typeof pg.Client): typeof pg.Client {
   // pg's `query` has a dozen overloads; this forwards any of them untouched but the one above.
   PreparingClient.prototype.query = function (this: pg.Client, ...args: unknown[]) {
     holdWritesUntilTickEnds(this);
-    const name = args.length === 2 && typeof args[0] === 'string' && Array.isArray(args[1]) ? preparedNames.get(args[0]) : undefined;
-    return name === undefined ? Reflect.apply(query, this, args) : Reflect.apply(query, this, [{ name, text: args[0], values: args[1] }]);
+    const [text, values] = args;
+    // Statements without parameters (BEGIN, COMMIT, SAVEPOINT, the numbering) go by the simple protocol.
+    const name = args.length === 2 && typeof text === 'string' && Array.isArray(values) && values.length > 0 ? nameOf(text) : undefined;
+    if (name === undefined) return Reflect.apply(query, this, args);
+    const answer = Reflect.apply(query, this, [{ name, text, values }]) as Promise<unknown>;
+    return answer.catch(renameAfterSchemaChange(text as string, name));
   } as typeof query;
   return PreparingClient;
 }
@@ -129,6 +175,8 @@ function holdWritesUntilTickEnds(client: pg.Client): void {
 class PipelinedConnection implements DatabaseConnection {
   readonly inner: DatabaseConnection;
   #inTransaction = false;
+  /** In a transaction begun with settings (an isolation level): not pipelined, but a transaction. */
+  #inSetTransaction = false;
   /** Statements sent and not yet awaited: the next awaited one (or the commit) throws their error. */
   #outstanding: Promise<unknown>[] = [];
 
@@ -158,7 +206,15 @@ class PipelinedConnection implements DatabaseConnection {
         throw error;
       }
     }
-    return await answer;
+    try {
+      return await answer;
+    } catch (error) {
+      // A statement prepared before a migration changed its result columns fails once, and has a
+      // new name by now (preparingClient): outside a transaction it runs again at once. Inside
+      // one the transaction has failed, and the write with it.
+      if ((error as { code?: unknown }).code !== RESULT_TYPE_CHANGED || this.#inTransaction || this.#inSetTransaction) throw error;
+      return await this.inner.executeQuery<R>(query);
+    }
   }
 
   streamQuery<R>(query: CompiledQuery, chunkSize?: number): AsyncIterableIterator<QueryResult<R>> {
@@ -172,9 +228,15 @@ class PipelinedConnection implements DatabaseConnection {
     this.#outstanding.push(begin);
   }
 
+  /** A transaction begun with settings, by Kysely's own BEGIN: its statements are sent one by one. */
+  beganWithSettings(): void {
+    this.#inSetTransaction = true;
+  }
+
   /** The transaction ended: a rollback does not care what the statements in flight answered. */
   ended(): void {
     this.#inTransaction = false;
+    this.#inSetTransaction = false;
     this.#outstanding = [];
   }
 }
@@ -199,7 +261,11 @@ class PipelinedPostgresDriver extends PostgresDriver implements Driver {
   }
 
   override async beginTransaction(connection: DatabaseConnection, settings: TransactionSettings): Promise<void> {
-    if (settings.isolationLevel || settings.accessMode) return super.beginTransaction(connection, settings);
+    if (settings.isolationLevel || settings.accessMode) {
+      await super.beginTransaction(connection, settings);
+      (connection as PipelinedConnection).beganWithSettings();
+      return;
+    }
     (connection as PipelinedConnection).begin();
   }
 

@@ -1,7 +1,7 @@
 import { STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
-import { isDatabaseUnavailable, type DatabaseOutage } from '../db/outage.js';
+import { isDatabaseUnavailable, isPreparedStatementOutdated, type DatabaseOutage } from '../db/outage.js';
 import { ApiError, DatabaseUnavailable, problemBody, HeadersTooLarge, NotFound, ParseError, PayloadTooLarge, RequestTimeout, UnsupportedMediaType } from './errors.js';
 import { SUPPORTED_MEDIA_TYPES } from './parsers.js';
 import { renderProblemPage } from './browsable/index.js';
@@ -69,6 +69,9 @@ export function createProblemHandler(outage: DatabaseOutage) {
     if (!(error instanceof ApiError) && isDatabaseUnavailable(error)) {
       outage.noted(error);
       problem = new DatabaseUnavailable();
+    } else if (isPreparedStatementOutdated(error)) {
+      // A write that ran into a migration made meanwhile: nothing was changed, and a retry works.
+      problem = new DatabaseUnavailable('The database was migrated while this request ran; nothing was changed, try again.');
     } else {
       const apiError = error instanceof ApiError ? error : fromFastify(error);
       if (apiError === null || apiError.status >= 500) {
