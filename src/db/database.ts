@@ -177,7 +177,7 @@ async function openPostgres(connectionString: string): Promise<Storage> {
     max: 10,
     connectionTimeoutMillis: 5000,
     pipeline: true,
-    Client: preparingClient(pg.Client),
+    Client: preparingClient(pg),
   };
   const pool = new pg.Pool(options);
   // A client that loses its server must not crash the process: node-postgres emits 'error' on
