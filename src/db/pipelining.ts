@@ -22,6 +22,7 @@
 import { CompiledQuery, PostgresDialect, PostgresDriver, type DatabaseConnection, type Driver, type PostgresDialectConfig, type QueryResult, type TransactionSettings } from 'kysely';
 
 import type pg from 'pg';
+import { isPreparedStatementOutdated } from './outage.js';
 
 /** Kysely's executors and transactions, as far as these helpers need them. */
 interface Executor {
@@ -91,9 +92,11 @@ const MAX_COUNTED = 4096;
  * parameters). Returns the query; SQLite ignores the mark (better-sqlite3 keeps its statements).
  */
 export function prepared<R>(query: CompiledQuery<R>): CompiledQuery<R> {
-  if (!preparedNames.has(query.sql) && preparedNames.size < MAX_PREPARED) preparedNames.set(query.sql, `restwire_${++namesGiven}`);
+  if (!preparedNames.has(query.sql) && preparedNames.size < MAX_PREPARED) preparedNames.set(query.sql, newName());
   return query;
 }
+
+const newName = () => `restwire_${++namesGiven}`;
 
 /** The name `text` runs under: given on its PREPARE_AFTER-th run, while names last. */
 function nameOf(text: string): string | undefined {
@@ -106,23 +109,19 @@ function nameOf(text: string): string | undefined {
     return undefined;
   }
   runs.delete(text);
-  const given = `restwire_${++namesGiven}`;
+  const given = newName();
   preparedNames.set(text, given);
   return given;
 }
 
 /**
  * A prepared statement whose result columns changed since it was prepared (a migration added a
- * column to a table it reads with `*`) fails with this code on every run until it is prepared
- * anew: its SQL then takes a new name, which each connection prepares on its next run.
+ * column to a table it reads with `*`) fails on every run until it is prepared anew: its SQL then
+ * takes a new name, which each connection prepares on its next run.
  */
-const RESULT_TYPE_CHANGED = '0A000';
-
 function renameAfterSchemaChange(text: string, name: string): (error: unknown) => never {
   return (error) => {
-    if ((error as { code?: unknown }).code === RESULT_TYPE_CHANGED && preparedNames.get(text) === name) {
-      preparedNames.set(text, `restwire_${++namesGiven}`);
-    }
+    if (isPreparedStatementOutdated(error) && preparedNames.get(text) === name) preparedNames.set(text, newName());
     throw error;
   };
 }
@@ -220,7 +219,7 @@ class PipelinedConnection implements DatabaseConnection {
       // A statement prepared before a migration changed its result columns fails once, and has a
       // new name by now (preparingClient): outside a transaction it runs again at once. Inside
       // one the transaction has failed, and the write with it.
-      if ((error as { code?: unknown }).code !== RESULT_TYPE_CHANGED || this.#inTransaction || this.#inSetTransaction) throw error;
+      if (!isPreparedStatementOutdated(error) || this.#inTransaction || this.#inSetTransaction) throw error;
       return await this.inner.executeQuery<R>(query);
     }
   }
