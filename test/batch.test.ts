@@ -190,6 +190,36 @@ describe.each(BACKENDS)('batch on %s', (backend) => {
     expect(await names('authors')).not.toContain('Gone');
   });
 
+  it("a webhook created in a batch hears the batch's later changes; one deleted in it, none of them", async () => {
+    const second = await startReceiver();
+    try {
+      const created = await batch(server, [
+        { method: 'POST', path: '/api/v1/authors/', body: { name: 'Before the hook' } },
+        { method: 'POST', path: '/api/v1/webhooks/', body: { target_url: second.url, events: ['author'] } },
+        { method: 'POST', path: '/api/v1/authors/', body: { name: 'After the hook' } },
+      ]);
+      expect(created.status).toBe(200);
+      const hook = ((await created.json()) as { responses: Json[] }).responses[1]!.body as Json;
+      const heard = () => second.received.map((r) => String(((JSON.parse(r.body) as Json).author as Json | undefined)?.name));
+      // The first receiver hears both; it is asked to wait for them, so the second has had its turn too.
+      await receiver.waitFor(() => events().includes('author created Before the hook') && events().includes('author created After the hook'));
+      await second.waitFor(() => heard().includes('After the hook'));
+      expect(heard()).not.toContain('Before the hook');
+
+      const deleted = await batch(server, [
+        { method: 'DELETE', path: hook.url },
+        { method: 'POST', path: '/api/v1/authors/', body: { name: 'After the delete' } },
+      ]);
+      expect(deleted.status).toBe(200);
+      expect(((await deleted.json()) as { responses: Json[] }).responses.map((answer) => answer.status)).toEqual([204, 201]);
+      // A delivery to the deleted webhook would have failed the batch (its foreign key) or reached `second`.
+      await receiver.waitFor(() => events().includes('author created After the delete'));
+      expect(heard()).not.toContain('After the delete');
+    } finally {
+      await second.close();
+    }
+  });
+
   it('a malformed batch is a 400 without failed_index, nothing done', async () => {
     const create = { method: 'POST', path: '/api/v1/authors/', body: { name: 'Malformed' } };
     const cases: unknown[] = [

@@ -3,10 +3,12 @@
 // handed to each write explicitly on its request. Not AsyncLocalStorage: its promise hooks cost a
 // tenth of every request's CPU (group-commit.ts).
 
-import { CompiledQuery } from 'kysely';
+import { CompiledQuery, type Transaction } from 'kysely';
 import { dropHeldChanges, heldChangeCount } from './change-log.js';
 import type { DynamicDb } from './dynamic-tables.js';
+import { isTransactionConflict } from './outage.js';
 import { afterFailure, sendLater } from './pipelining.js';
+import type { Database } from './schema.js';
 
 /**
  * A transaction that writes join instead of opening their own. Everything a request with a unit
@@ -62,4 +64,34 @@ export async function inSavepoint<T>(trx: DynamicDb, work: (trx: DynamicDb) => P
   }
   await trx.executeQuery(RELEASE);
   return result;
+}
+
+/**
+ * `Storage.transact`, all `transactAgainOnConflict` needs. Not `Storage` itself: this module's
+ * types are part of the package's (declarations' hooks see a WriteUnit), and database.ts's
+ * refer to pg's, which an installed restwire does not carry.
+ */
+interface Transacting {
+  transact<T>(work: (trx: Transaction<Database>) => Promise<T>, options?: { alone?: boolean }): Promise<T>;
+}
+
+/** Runs of a transaction that lost a deadlock or a serialization check before its error is answered. */
+export const TRANSACTION_ATTEMPTS = 4;
+
+/**
+ * Runs `work` in a `Storage.transact` transaction. One that lost a deadlock or a serialization
+ * check to another transaction (PostgreSQL's 40P01 and 40001) kept nothing: it runs again, in a
+ * transaction of its own (holding no other write's locks), up to TRANSACTION_ATTEMPTS runs in
+ * all, and then its error goes on (a 503: problem-handler.ts). For a write and for a unit's owner
+ * (a batch, a keyed request); `work` keeps nothing outside its transaction, so it can run again.
+ */
+export async function transactAgainOnConflict<T>(storage: Transacting, work: (trx: Transaction<Database>) => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt += 1) {
+    try {
+      return await storage.transact(work, { alone: attempt > 1 });
+    } catch (error) {
+      if (attempt < TRANSACTION_ATTEMPTS && isTransactionConflict(error)) continue;
+      throw error;
+    }
+  }
 }

@@ -10,7 +10,7 @@ import type { FastifyRequest } from 'fastify';
 import type { Storage } from '../db/database.js';
 import type { DynamicDb } from '../db/dynamic-tables.js';
 import { claimKey, findStoredResponse, isStoredMeanwhile, storeResponse, type StoredAnswer } from '../db/idempotency-keys.js';
-import type { WriteUnit } from '../db/write-unit.js';
+import { transactAgainOnConflict, type WriteUnit } from '../db/write-unit.js';
 import { ApiError, IdempotencyKeyInUse, IdempotencyKeyReused, problemBody, ValidationError } from './errors.js';
 import type { CachedRepresentation } from './representation-cache.js';
 
@@ -153,7 +153,7 @@ export function createIdempotency({ storage, sealer, ttlMs }: IdempotencyOptions
     try {
       let outcome;
       try {
-        outcome = await storage.transact(async (transaction) => {
+        outcome = await transactAgainOnConflict(storage, async (transaction) => {
           const trx = transaction as unknown as DynamicDb;
           const claim = await claimKey(dialect, trx, userId, key, Date.now());
           if (!claim.held) throw new IdempotencyKeyInUse();

@@ -1,7 +1,7 @@
 import { STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
-import { isDatabaseUnavailable, isPreparedStatementOutdated, type DatabaseOutage } from '../db/outage.js';
+import { isDatabaseUnavailable, isPreparedStatementOutdated, isTransactionConflict, type DatabaseOutage } from '../db/outage.js';
 import { ApiError, DatabaseUnavailable, problemBody, HeadersTooLarge, NotFound, ParseError, PayloadTooLarge, RequestTimeout, UnsupportedMediaType } from './errors.js';
 import { SUPPORTED_MEDIA_TYPES } from './parsers.js';
 import { renderProblemPage } from './browsable/index.js';
@@ -72,6 +72,9 @@ export function createProblemHandler(outage: DatabaseOutage) {
     } else if (isPreparedStatementOutdated(error)) {
       // A write that ran into a migration made meanwhile: nothing was changed, and a retry works.
       problem = new DatabaseUnavailable('The database was migrated while this request ran; nothing was changed, try again.');
+    } else if (isTransactionConflict(error)) {
+      // A deadlock lost on every run (db/write-unit.ts transactAgainOnConflict): nothing was changed.
+      problem = new DatabaseUnavailable('This write collided with others at the same moment; nothing was changed, try again.');
     } else {
       const apiError = error instanceof ApiError ? error : fromFastify(error);
       if (apiError === null || apiError.status >= 500) {

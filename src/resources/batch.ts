@@ -8,7 +8,7 @@ import { allowAny } from '../auth/permissions.js';
 import { holdChanges, releaseChanges, stopHoldingChanges } from '../db/change-log.js';
 import type { Storage } from '../db/database.js';
 import type { DynamicDb } from '../db/dynamic-tables.js';
-import type { WriteUnit } from '../db/write-unit.js';
+import { transactAgainOnConflict, type WriteUnit } from '../db/write-unit.js';
 import { ApiError, BatchRequestFailed, ClientClosedRequest, ValidationError } from '../http/errors.js';
 import type { RequestData } from '../http/parsers.js';
 import { permittedAction } from '../http/pipeline.js';
@@ -194,7 +194,10 @@ export function batchView({ storage, views, charge }: BatchOptions): View {
           } else {
             const afterCommit: (() => void)[] = [];
             // A failing request rolls the whole batch back: its writes need no savepoints of their own.
-            answers = await storage.transact((trx) => runAll(request, items, { trx: trx as unknown as DynamicDb, afterCommit, rollsBackWhole: true }));
+            answers = await transactAgainOnConflict(storage, (trx) => {
+              afterCommit.length = 0;
+              return runAll(request, items, { trx: trx as unknown as DynamicDb, afterCommit, rollsBackWhole: true });
+            });
             for (const callback of afterCommit) callback();
           }
           // An answer holding a secret shown once (a webhook's, a key's) makes the batch's no-store too.

@@ -140,6 +140,11 @@ export function outboxListener({ storage, publicUrl, wake, repositoryIds, filter
   // (db/group-commit.ts) runs many changes in one (issue #6 profile).
   const activeWebhooksQuery = storage.db.selectFrom('webhooks').select(['id', 'owner_id', 'events', 'filter']).where('active', '=', 1).compile();
   const webhooksOf = new WeakMap<Executor, Promise<ActiveWebhook[]>>();
+  // Transactions in which the list changed: a webhook written (a batch's, a group commit's other
+  // request's) or a user deleted with theirs. The list is read afresh for every change after it,
+  // so a later change is sent to a webhook created before it and never to one deleted, and a
+  // write rolled back to its savepoint leaves nothing of its webhooks behind in a cached list.
+  const listChangedIn = new WeakSet<Executor>();
   const webhooks = (trx: Executor): Promise<ActiveWebhook[]> => {
     let lookup = webhooksOf.get(trx);
     if (lookup === undefined) {
@@ -147,9 +152,14 @@ export function outboxListener({ storage, publicUrl, wake, repositoryIds, filter
       lookup = sendAhead(trx, activeWebhooksQuery).then(({ rows }) => rows);
       // Awaited when a change is told; a write that fails before then must not leave it unhandled.
       lookup.catch(() => {});
-      webhooksOf.set(trx, lookup);
+      if (!listChangedIn.has(trx)) webhooksOf.set(trx, lookup);
     }
     return lookup;
+  };
+  const noteListChange = (trx: Executor, change: Change): void => {
+    if (!changesWebhookList(change)) return;
+    listChangedIn.add(trx);
+    webhooksOf.delete(trx);
   };
   const filters = new WebhookFilters(storage.db as unknown as DynamicDb, filtersOf);
   const access = new WebhookAccess(storage.db as unknown as DynamicDb);
@@ -233,6 +243,7 @@ export function outboxListener({ storage, publicUrl, wake, repositoryIds, filter
   }
 
   async function writeEventDeliveries(trx: Executor, change: Change) {
+    noteListChange(trx, change);
     const events = await eventsOf(trx, change, new Map());
     await enqueueDeliveries(storage, trx, events);
     return events.length ? wake : undefined;
@@ -242,7 +253,10 @@ export function outboxListener({ storage, publicUrl, wake, repositoryIds, filter
   async function writeBatchDeliveries(trx: Executor, changes: readonly Change[]) {
     const owners = new Map<number, Promise<Actor>>();
     const events: NewEvent[] = [];
-    for (const change of changes) events.push(...(await eventsOf(trx, change, owners)));
+    for (const change of changes) {
+      noteListChange(trx, change);
+      events.push(...(await eventsOf(trx, change, owners)));
+    }
     await enqueueDeliveries(storage, trx, events);
     return events.length ? wake : undefined;
   }
@@ -251,6 +265,15 @@ export function outboxListener({ storage, publicUrl, wake, repositoryIds, filter
     if (resource.event) void webhooks(trx);
   }
   return Object.assign(writeEventDeliveries, { beforeChange: rememberBefore, changes: writeBatchDeliveries, prepare });
+}
+
+/**
+ * Whether a change alters the active webhooks: a webhook's own, or a user's deletion, which
+ * takes their webhooks with it (a foreign key's cascade, never told as changes of its own).
+ */
+function changesWebhookList(change: Change): boolean {
+  const collection = change.resource.name;
+  return collection === 'webhooks' || (collection === 'users' && change.action === 'deleted');
 }
 
 /** A webhook with its owner as the rules see them, for its filter (null when nobody's reads are judged). */

@@ -98,14 +98,11 @@ export async function recordAttempts(storage: Storage, records: readonly Attempt
   if (records.length === 0) return;
   const updated = records.map((record) => attempted(record, schedule));
   await storage.db.transaction().execute(async (trx) => {
-    for (let start = 0; start < updated.length; start += ROWS_PER_STATEMENT) {
-      await updateDeliveries(trx, updated.slice(start, start + ROWS_PER_STATEMENT));
-    }
-    await logDeliveriesUpdated(trx, records.map(({ delivery }, index) => ({ row: updated[index]!, previous: delivery })));
-
-    // The webhook's state follows its latest attempt in the batch. Webhooks are updated in id
-    // order, so that workers recording at once lock them in the same order (no deadlock), and a
-    // success that changes nothing writes nothing (no row lock for other workers to wait on).
+    // The webhook's state follows its latest attempt in the batch. Webhooks are updated first and
+    // in id order, so that every transaction locks a webhook before its deliveries, as deleting
+    // a webhook (or its owner) does through the foreign keys' cascade, and workers recording at
+    // once lock webhooks in the same order: no deadlock (PostgreSQL). A success that changes
+    // nothing writes nothing (no row lock for other workers to wait on).
     const latest = new Map<number, AttemptRecord>();
     for (const record of records) latest.set(record.delivery.webhook_id, record);
     for (const [webhookId, { outcome, finishedAt }] of [...latest].sort(([a], [b]) => a - b)) {
@@ -159,5 +156,9 @@ export async function recordAttempts(storage: Storage, records: readonly Attempt
           .execute();
       }
     }
+    for (let start = 0; start < updated.length; start += ROWS_PER_STATEMENT) {
+      await updateDeliveries(trx, updated.slice(start, start + ROWS_PER_STATEMENT));
+    }
+    await logDeliveriesUpdated(trx, records.map(({ delivery }, index) => ({ row: updated[index]!, previous: delivery })));
   });
 }

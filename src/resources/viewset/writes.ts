@@ -6,14 +6,10 @@
 import type { CompiledQuery } from 'kysely';
 import type { Storage } from '../../db/database.js';
 import type { DynamicDb, Row } from '../../db/dynamic-tables.js';
-import { isTransactionConflict } from '../../db/outage.js';
-import { inUnit, type WriteUnit } from '../../db/write-unit.js';
+import { inUnit, transactAgainOnConflict, type WriteUnit } from '../../db/write-unit.js';
 import { columnOf, joinTableOf, uniqueIndexOf } from '../../db/schema-state.js';
 import { Conflict, ValidationError } from '../../http/errors.js';
 import type { Change, ChangeListener, Resource } from '../resource.js';
-
-/** Runs of a write that lost a deadlock to another shared commit before its error is answered. */
-const WRITE_ATTEMPTS = 4;
 
 /** Tells the listeners of a change (`before`: of a record about to change, see ChangeListener). */
 export type Notify = ((trx: DynamicDb, change: Change) => Promise<void>) & {
@@ -121,22 +117,17 @@ export function buildWrites(resource: Resource, options: WritesOptions) {
       },
     );
     let result: T;
-    for (let attempt = 1; ; attempt += 1) {
-      try {
-        result = unit
-          ? await inUnit(unit, (trx) => work(trx, notify))
-          : await storage.transact((trx) => work(trx as unknown as DynamicDb, notify), { alone: attempt > 1 });
-        break;
-      } catch (error) {
-        // A write that lost a deadlock to another shared commit (PostgreSQL) kept nothing: it runs
-        // again, in a transaction of its own (holding no other write's locks), once its commit has
-        // gone. A unit's owner (a batch, a keyed request) decides for its whole transaction instead.
-        if (!unit && attempt < WRITE_ATTEMPTS && isTransactionConflict(error)) {
-          afterCommit.length = 0;
-          continue;
-        }
-        throw resource.hooks.constraintError?.(error) ?? constraintError(error) ?? error;
-      }
+    try {
+      // A write that lost a deadlock to another shared commit (PostgreSQL) runs again, alone. A
+      // unit's owner (a batch, a keyed request) does so for its whole transaction instead.
+      result = unit
+        ? await inUnit(unit, (trx) => work(trx, notify))
+        : await transactAgainOnConflict(storage, (trx) => {
+            afterCommit.length = 0;
+            return work(trx as unknown as DynamicDb, notify);
+          });
+    } catch (error) {
+      throw resource.hooks.constraintError?.(error) ?? constraintError(error) ?? error;
     }
     if (unit) unit.afterCommit.push(...afterCommit);
     else for (const callback of afterCommit) callback();
