@@ -4,7 +4,7 @@
 // that carry them are redacted wherever a request is serialised.
 
 import { randomUUID } from 'node:crypto';
-import { LogController, type FastifyReply, type FastifyRequest } from 'fastify';
+import type { LogController } from 'fastify';
 import pino, { type DestinationStream, type Logger, type LoggerOptions } from 'pino';
 import type { Config } from '../config.js';
 
@@ -42,6 +42,9 @@ export async function logSetup(config: Pick<Config, 'logLevel'>, output: LogOutp
     ignore: 'pid,hostname,reqId',
     singleLine: true,
   });
+  // Loaded here, not imported above: it extends a class of Fastify's, which the processes that
+  // serve no HTTP (worker, serve's dispatcher process) would otherwise load for nothing.
+  const { OneLinePerRequest } = await import('./request-lines.js');
   return { options: { ...base, stream }, logController: new OneLinePerRequest() };
 }
 
@@ -61,19 +64,4 @@ export async function createLogger(config: Pick<Config, 'logLevel'>, output?: Lo
   const { options } = await logSetup(config, output);
   const { stream, ...rest } = options;
   return stream ? pino(rest, stream) : pino(rest);
-}
-
-/**
- * On a terminal, Fastify's two request lines ("incoming request", "request completed") become one,
- * `GET /api/v1/experiences/ 200 3.1 ms`, written once the response is sent. The URL is the path
- * and query as sent; credentials never travel there.
- */
-class OneLinePerRequest extends LogController {
-  override incomingRequest(): void {}
-
-  override requestCompleted(error: Error | null | undefined, request: FastifyRequest, reply: FastifyReply): void {
-    const line = `${request.method} ${request.url} ${reply.statusCode} ${reply.elapsedTime.toFixed(1)} ms`;
-    if (error) reply.log.error({ err: error }, line);
-    else reply.log.info(line);
-  }
 }
