@@ -6,7 +6,11 @@ import { startReceiver, type Receiver } from './support/receiver.js';
  * API.md §4 "Delivery guarantees": a process killed at any moment loses nothing committed, and
  * any number of workers on PostgreSQL deliver each event (at least once; with no crash, once).
  */
-const SERVE_ENV = { WEBHOOK_ALLOW_PRIVATE: 'true', WEBHOOK_RETRY_SCHEDULE: Array(30).fill(1).join(','), LOG_LEVEL: 'info' };
+// A 3 s attempt timeout makes a lease 9 s (dispatcher.ts LEASE_TIMEOUTS): on PostgreSQL the
+// deliveries a killed dispatcher had claimed wait for their leases to run out (another worker
+// may hold them), and with the default 10 s (30 s leases) that took all of the 30 s the test
+// waits after the restart (a CI run: none of 31 delivered).
+const SERVE_ENV = { WEBHOOK_ALLOW_PRIVATE: 'true', WEBHOOK_RETRY_SCHEDULE: Array(30).fill(1).join(','), WEBHOOK_TIMEOUT_SECONDS: '3', LOG_LEVEL: 'info' };
 
 async function createHook(server: RunningServer, target: string): Promise<void> {
   const response = await fetch(`${server.url}/api/v1/webhooks/`, {
