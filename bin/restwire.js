@@ -2,7 +2,7 @@
 // Node's young generation is capped at two 8 MiB semi-spaces (V8's default grows them to 16 MiB
 // each under load, 32 MiB of RSS for a live heap of about 20 MiB), the old generation grows by
 // a fifth past what the last full collection kept (V8 lets it grow up to 4x when collecting is
-// cheap: 50 writers took serve to 155-185 MiB, 128-129 with this), and glibc keeps at most two
+// cheap: 50 writers took serve to 154-186 MiB, 128-130 with this), and glibc keeps at most two
 // malloc arenas (Node's background threads otherwise left 15-25 MiB in arenas of their own, one
 // per thread). A fixed mmap threshold keeps glibc from raising it after the first password
 // hash: scrypt's 16 MiB scratch (N=2^14, r=8) would then come from an arena and stay resident

@@ -27,7 +27,8 @@ const ENTRY = new URL('./dispatcher-child.js', import.meta.url);
  * that grows by a fifth past what the last full collection kept. V8 otherwise lets it grow up to
  * 4x when collecting is cheap: draining a backlog, the child kept 16-20 MiB live and its old
  * generation grew to 38 MiB and more of dead delivery batches, and its RSS peaked at 181-187 MiB;
- * with 20 % it peaks at 121-122 MiB and drains 10-15 % slower (bench/RESULTS.md, issue 21).
+ * with 20 % it peaks at 121-122 MiB, draining 4,439-4,615 deliveries/s against 4,570-5,266
+ * (bench/RESULTS.md, issue 21).
  * `restwire`'s shebang passes serve the same; here for a serve started by a bare `node`.
  */
 const CHILD_FLAGS = ['--max-semi-space-size=1', '--heap-growing-percent=20'];
