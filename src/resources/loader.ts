@@ -1,18 +1,31 @@
 // Loads the user's declarations (RESOURCES.md §1): every `*.ts`, `*.mts`, `*.js` or `*.mjs` file
 // directly in the resources folder default-exports one `defineResource(...)`.
 //
-// TypeScript is loaded with tsx (esbuild): Node 20 cannot strip types itself, and tsx keeps
-// Node's own ESM resolution, so `import { defineResource } from 'restwire'` and a project's
-// `"type": "module"` resolve exactly as Node would; jiti would resolve with its own rules and
-// CommonJS interop. It is loaded only when a folder has declarations.
+// Node 20 cannot strip types, so the files are compiled once with esbuild (one build, shared
+// helpers in shared chunks) into plain ES modules that Node imports itself. tsx did this through
+// Node's module hooks (`module.register`), whose hooks thread, esbuild inside, cost serve about
+// 27 MiB for the life of the process (bench/RESULTS.md, "where the 50 writers' memory went").
+//
+// The compiled files go under the nearest `node_modules/.cache/restwire/`, so their bare imports
+// resolve from the project's node_modules as the originals' would; `restwire` itself is pointed
+// at the running copy, so a declaration's `defineResource` is always the server's own. The build
+// is cached by its output: an unchanged folder reuses its directory, and concurrent processes
+// write the same content to the same place.
 
-import { existsSync, readdirSync, statSync } from 'node:fs';
-import { join, relative, resolve } from 'node:path';
+import { createHash } from 'node:crypto';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, relative, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import type { BuildFailure, Message, OutputFile } from 'esbuild';
 import { isResource } from './resource.js';
 import { RegistryError, type LoadedDeclaration } from './registry.js';
 
 const DECLARATION_FILE = /\.(ts|mts|js|mjs)$/;
+/** The running copy's public module, which every declaration's `restwire` import becomes. */
+const RESTWIRE = new URL('../index.js', import.meta.url).href;
+/** Compiled folders nobody has loaded for this long are removed when another is written. */
+const STALE_AFTER_MS = 7 * 24 * 3600 * 1000;
 
 /** The folder's declaration files, sorted by name. */
 export function declarationFiles(dir: string): string[] {
@@ -25,33 +38,148 @@ export function declarationFiles(dir: string): string[] {
 
 /**
  * Imports every declaration of `dir`; null when the folder does not exist (the seed's
- * `experiences` is served then). A file that does not load or export a declaration stops here
- * with its name and the loader's message.
+ * `experiences` is served then). A file that does not compile, load or export a declaration
+ * stops here with its name and the compiler's or loader's message.
  */
 export async function loadDeclarations(dir: string | null): Promise<LoadedDeclaration[] | null> {
   if (dir === null || !existsSync(dir)) return null;
-  const { tsImport } = await import('tsx/esm/api');
+  const paths = declarationFiles(dir);
+  if (paths.length === 0) return [];
+  const compiled = await compile(paths, cacheRoot(dir));
   const loaded: LoadedDeclaration[] = [];
-  for (const path of declarationFiles(dir)) {
-    const file = relative(process.cwd(), path) || path;
+  for (const path of paths) {
+    const file = shown(path);
     let module: { default?: unknown };
     try {
-      module = (await tsImport(pathToFileURL(resolve(path)).href, import.meta.url)) as { default?: unknown };
+      module = (await import(compiled.get(path)!)) as { default?: unknown };
     } catch (error) {
-      // The file's `restwire` may be another instance of this module (tsx loads it in its own
-      // namespace), so a DeclarationError is known by its name, not by instanceof.
       if (error instanceof Error && error.name === 'DeclarationError') throw new RegistryError(file, error.message);
       throw new RegistryError(file, `could not be loaded: ${error instanceof Error ? error.message : String(error)}`);
     }
-    // tsx may wrap a CommonJS-style default once more.
-    let declaration = module.default;
-    if (!isResource(declaration) && isResource((declaration as { default?: unknown } | undefined)?.default)) {
-      declaration = (declaration as { default: unknown }).default;
-    }
-    if (!isResource(declaration)) {
+    if (!isResource(module.default)) {
       throw new RegistryError(file, 'must `export default defineResource({...})` (imported from "restwire")');
     }
-    loaded.push({ resource: declaration, file });
+    loaded.push({ resource: module.default, file });
   }
   return loaded;
+}
+
+/** Compiles the declarations into one directory of ES modules; each path's module URL. */
+async function compile(paths: string[], root: string): Promise<Map<string, string>> {
+  const esbuild = await import('esbuild');
+  // Built as if into a sibling of the final directory: the inline source maps' relative paths
+  // hold for any directory beside it.
+  const outdir = join(root, 'build');
+  let outputs: OutputFile[];
+  let entries: Map<string, string>;
+  try {
+    const result = await esbuild.build({
+      entryPoints: paths,
+      bundle: true,
+      splitting: true,
+      format: 'esm',
+      platform: 'node',
+      target: 'node20',
+      packages: 'external',
+      outdir,
+      entryNames: '[name]-[hash]',
+      chunkNames: 'shared-[hash]',
+      outExtension: { '.js': '.mjs' },
+      sourcemap: 'inline',
+      write: false,
+      metafile: true,
+      logLevel: 'silent',
+      plugins: [{ name: 'restwire', setup: (build) => build.onResolve({ filter: /^restwire$/ }, () => ({ path: RESTWIRE, external: true })) }],
+    });
+    outputs = result.outputFiles;
+    entries = new Map();
+    for (const [output, meta] of Object.entries(result.metafile.outputs)) {
+      if (meta.entryPoint !== undefined) entries.set(resolve(meta.entryPoint), relative(outdir, resolve(output)));
+    }
+  } catch (error) {
+    const first = (error as Partial<BuildFailure>).errors?.[0];
+    if (first === undefined) throw error;
+    throw new RegistryError(first.location ? shown(resolve(first.location.file)) : shown(paths[0]!), `could not be compiled: ${described(first)}`);
+  } finally {
+    await esbuild.stop();
+  }
+
+  const target = written(root, outdir, outputs);
+  const urls = new Map<string, string>();
+  for (const path of paths) urls.set(path, pathToFileURL(join(target, entries.get(resolve(path))!)).href);
+  return urls;
+}
+
+/** Writes the build once under a name from its content; the directory it is in. */
+function written(root: string, outdir: string, outputs: OutputFile[]): string {
+  const digest = createHash('sha256');
+  for (const output of outputs) digest.update(relative(outdir, output.path)).update(output.contents);
+  const target = join(root, digest.digest('hex').slice(0, 16));
+  if (existsSync(target)) {
+    const now = new Date();
+    utimesSync(target, now, now);
+    return target;
+  }
+  const staging = mkdtempSync(join(root, '.staging-'));
+  for (const output of outputs) {
+    const path = join(staging, relative(outdir, output.path));
+    mkdirSync(dirname(path), { recursive: true });
+    writeFileSync(path, output.contents);
+  }
+  try {
+    renameSync(staging, target);
+  } catch (error) {
+    // Another process wrote the same build first: its copy is this one.
+    rmSync(staging, { recursive: true, force: true });
+    if (!existsSync(target)) throw error;
+  }
+  removeStale(root, target);
+  return target;
+}
+
+function removeStale(root: string, keep: string): void {
+  for (const name of readdirSync(root)) {
+    const path = join(root, name);
+    try {
+      if (path !== keep && Date.now() - statSync(path).mtimeMs > STALE_AFTER_MS) rmSync(path, { recursive: true, force: true });
+    } catch {
+      // Removed by another process meanwhile.
+    }
+  }
+}
+
+/** `node_modules/.cache/restwire` of the nearest folder up from `dir` that has node_modules. */
+function cacheRoot(dir: string): string {
+  for (let at = resolve(dir); ; at = dirname(at)) {
+    if (existsSync(join(at, 'node_modules'))) {
+      const root = join(at, 'node_modules', '.cache', 'restwire');
+      if (writable(root)) return root;
+      break;
+    }
+    if (dirname(at) === at) break;
+  }
+  // No project around the folder, or a read-only one: only `restwire` and Node's own modules
+  // resolve from here, which is all a declaration without dependencies imports.
+  const root = join(tmpdir(), 'restwire-declarations');
+  mkdirSync(root, { recursive: true });
+  return root;
+}
+
+function writable(root: string): boolean {
+  try {
+    mkdirSync(root, { recursive: true });
+    rmSync(mkdtempSync(join(root, '.probe-')), { recursive: true });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function shown(path: string): string {
+  return relative(process.cwd(), path) || path;
+}
+
+function described(message: Message): string {
+  const at = message.location;
+  return at ? `${message.text} (line ${at.line}, column ${at.column + 1})` : message.text;
 }

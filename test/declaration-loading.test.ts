@@ -1,0 +1,74 @@
+import { existsSync, mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createProject, runOk, type Project } from './support/project.js';
+import { adminAuth, createTestDatabase, type RunningServer, type TestDatabase } from './support/server.js';
+
+// How declaration files load (RESOURCES.md §1): TypeScript compiled once into plain modules that
+// Node imports itself. Loading does not touch the database, so SQLite alone is enough here.
+
+const COUNTER = `// A helper beside the declarations, in a folder of its own (only files directly in resources/
+// are declarations). Its state is shared: it is one module however many files import it.
+let loaded: number = 0;
+export function nextLoad(): number {
+  loaded += 1;
+  return loaded;
+}
+`;
+const declaration = (name: string) => `import { defineResource, field } from 'restwire';
+import type { Resource } from 'restwire';
+import { nextLoad } from './lib/counter.js';
+
+const resource: Resource = defineResource({
+  name: '${name}',
+  description: \`Loaded as number \${nextLoad()}.\`,
+  fields: { title: field.string({ maxLength: 40 }) },
+});
+export default resource;
+`;
+
+describe('declaration files', () => {
+  let database: TestDatabase;
+  let project: Project;
+  let server: RunningServer;
+
+  beforeAll(async () => {
+    database = await createTestDatabase('sqlite');
+    project = createProject(database, { 'alpha.ts': declaration('alpha'), 'beta.mts': declaration('beta') });
+    mkdirSync(join(project.resourcesDir, 'lib'));
+    writeFileSync(join(project.resourcesDir, 'lib', 'counter.ts'), COUNTER);
+    // No `npm install restwire` in this project: the declarations' `restwire` is the running copy.
+    rmSync(join(project.dir, 'node_modules'), { recursive: true });
+    await runOk(project, ['makemigrations']);
+    await runOk(project, ['migrate']);
+    server = await project.start();
+  }, 60_000);
+  afterAll(async () => {
+    await server?.stop();
+    project?.cleanup();
+    await database?.drop();
+  });
+
+  it('load with a helper module they share, and no restwire installed in the project', async () => {
+    const described = async (name: string) => {
+      const response = await fetch(`${server.url}/api/v1/${name}/`, { method: 'OPTIONS', headers: { authorization: adminAuth, accept: 'application/json' } });
+      expect(response.status).toBe(200);
+      return ((await response.json()) as { description: string }).description;
+    };
+    // Files load in name order; the helper counted both, so both imported the same module.
+    expect(await described('alpha')).toBe('Loaded as number 1.');
+    expect(await described('beta')).toBe('Loaded as number 2.');
+    const created = await fetch(`${server.url}/api/v1/beta/`, {
+      method: 'POST',
+      headers: { authorization: adminAuth, 'content-type': 'application/json' },
+      body: JSON.stringify({ title: 'Served' }),
+    });
+    expect(created.status).toBe(201);
+  });
+
+  it('leave nothing in the project’s own folders', () => {
+    expect(readdirSync(project.resourcesDir).sort()).toEqual(['alpha.ts', 'beta.mts', 'lib']);
+    expect(readdirSync(join(project.resourcesDir, 'lib'))).toEqual(['counter.ts']);
+    expect(existsSync(join(project.dir, 'node_modules'))).toBe(false);
+  });
+});
