@@ -27,6 +27,8 @@ export default defineResource({
 const POSITIONS = `import { appendFileSync } from 'node:fs';
 import { defineResource, field, reject } from 'restwire';
 const log = (line) => appendFileSync(process.env.AFTER_COMMIT_LOG, line + '\\n');
+// PostgreSQL's answer to a deadlock (40P01), raised once by a hook: the write runs again.
+let conflicted = false;
 async function recount(collection, resumeId) {
   const all = await collection('positions').list('resume=' + resumeId);
   await collection('resumes').update(resumeId, { positions_count: all.length });
@@ -59,6 +61,10 @@ export default defineResource({
       afterCommit(() => log('created ' + record.title));
       if (record.title === 'EXPLODE') throw new Error('the hook fails on purpose');
       if (record.title === 'AFTER COMMIT FAILS') afterCommit(() => { throw new Error('afterCommit fails on purpose'); });
+      if (record.title === 'CONFLICT ONCE' && !conflicted) {
+        conflicted = true;
+        throw Object.assign(new Error('a deadlock, raised on purpose'), { code: '40P01' });
+      }
     },
     async beforeUpdate({ values, record }) {
       if ('finished_on' in values) values.note = 'closed (was ' + record.note + ')';
@@ -237,6 +243,17 @@ describe.each(BACKENDS)('hooks and actions of a declaration on %s', (backend) =>
     expect((await get(created.url)).body!.title).toBe('AFTER COMMIT FAILS');
     await expect.poll(() => server.output()).toContain('positions: an afterCommit function failed');
     await expect.poll(() => loggedLines()).toContain('created AFTER COMMIT FAILS');
+  });
+
+  it('runs a write that lost a deadlock again, whole: one record, and afterCommit once, from the run that committed', async () => {
+    const before = (await get(resume.url)).body!.positions_count as number;
+    const created = await position({ title: 'CONFLICT ONCE' });
+    expect((await get(created.url)).body!.title).toBe('CONFLICT ONCE');
+    const titles = ((await get('/api/v1/positions/?limit=100')).body!.results as Json[]).map((p) => p.title);
+    expect(titles.filter((title) => title === 'CONFLICT ONCE')).toHaveLength(1);
+    expect((await get(resume.url)).body!.positions_count).toBe(before + 1);
+    // afterCommit functions run before the answer is sent: the log is complete by now.
+    expect(loggedLines().filter((line) => line === 'created CONFLICT ONCE')).toHaveLength(1);
   });
 
   it('runs beforeUpdate and afterUpdate: values changed in place, the other collection written', async () => {

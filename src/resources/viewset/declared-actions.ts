@@ -145,7 +145,10 @@ export function declaredExtraActions(resource: Resource, options: DeclaredAction
         const later: Array<() => void> = [];
         const result = readOnly
           ? await run(request.unit?.trx ?? db, request, later)
-          : await options.writeTransaction((trx) => run(trx, request, later), request.unit);
+          : await options.writeTransaction((trx) => {
+              later.length = 0; // a run that lost a deadlock kept nothing, its afterCommit included
+              return run(trx, request, later);
+            }, request.unit);
         for (const then of later) {
           if (request.unit) request.unit.afterCommit.push(then);
           else then();

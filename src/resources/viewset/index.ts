@@ -283,6 +283,7 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
       const now = Date.now();
       const later: Array<() => void> = [];
       const { record, row, extras } = await writeTransaction(async (trx, notify) => {
+        later.length = 0; // a run that lost a deadlock kept nothing, its hooks' afterCommit included
         await notify.prepare(trx, resource);
         const checks = checkAgainstStored(trx, data, values, errors, null, viewerOf(request));
         // The insert goes out right behind the checks' queries (on PostgreSQL in their round trip,
@@ -363,6 +364,7 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
         }
         const later: Array<() => void> = [];
         const { record, row: shownRow } = await writeTransaction(async (trx, notify) => {
+          later.length = 0; // a run that lost a deadlock kept nothing, its hooks' afterCommit included
           await notify.prepare(trx, resource);
           const row = await loadRow(trx, id, true, request);
           checkObjectPermission(request, row);
@@ -409,6 +411,7 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
       const user = request.user ?? ANONYMOUS;
       const later: Array<() => void> = [];
       await writeTransaction(async (trx, notify) => {
+        later.length = 0; // a run that lost a deadlock kept nothing, its hooks' afterCommit included
         await notify.prepare(trx, resource);
         const row = await loadRow(trx, id, true, request);
         checkObjectPermission(request, row);
