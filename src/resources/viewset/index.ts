@@ -270,20 +270,23 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
     async handle(request) {
       const data = await request.data();
       const trusted = trustedRequests.has(request);
-      const { values, errors } = readInput(data, false, trusted);
+      const { values: input, errors } = readInput(data, false, trusted);
       // Hooks' writes are trusted code: field rules do not apply to them (LOGIC.md §3).
-      if (!trusted) ignoreUnwritable(values, errors, await unwritableFields(resource, request.user));
-      await hooks.validate?.(values, errors, request, null);
+      if (!trusted) ignoreUnwritable(input, errors, await unwritableFields(resource, request.user));
+      await hooks.validate?.(input, errors, request, null);
       if (Object.keys(errors).length && !hasStoredChecks(data)) throw new ValidationError(errors);
       // Left out: the declared default, else null (an empty list for references).
       for (const [name, field] of fieldEntries) {
-        if (!(name in values)) values[name] = field.hasDefault ? field.defaultValue : field.type === 'references' ? [] : null;
+        if (!(name in input)) input[name] = field.hasDefault ? field.defaultValue : field.type === 'references' ? [] : null;
       }
       const user = request.user ?? ANONYMOUS;
       const now = Date.now();
       const later: Array<() => void> = [];
       const { record, row, extras } = await writeTransaction(async (trx, notify) => {
-        later.length = 0; // a run that lost a deadlock kept nothing, its hooks' afterCommit included
+        // A run that lost a deadlock kept nothing: the next starts from the input again, not from
+        // what beforeCreate changed in place, and with none of its afterCommit functions.
+        const values = { ...input };
+        later.length = 0;
         await notify.prepare(trx, resource);
         const checks = checkAgainstStored(trx, data, values, errors, null, viewerOf(request));
         // The insert goes out right behind the checks' queries (on PostgreSQL in their round trip,
