@@ -1,4 +1,5 @@
-import { existsSync, mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createProject, runOk, type Project } from './support/project.js';
@@ -70,5 +71,35 @@ describe('declaration files', () => {
     expect(readdirSync(project.resourcesDir).sort()).toEqual(['alpha.ts', 'beta.mts', 'lib']);
     expect(readdirSync(join(project.resourcesDir, 'lib'))).toEqual(['counter.ts']);
     expect(existsSync(join(project.dir, 'node_modules'))).toBe(false);
+  });
+});
+
+describe('declarations reached through symbolic links', () => {
+  let database: TestDatabase;
+  let project: Project;
+  let elsewhere: string;
+
+  beforeAll(async () => {
+    database = await createTestDatabase('sqlite');
+    project = createProject(database, {});
+    // The resources folder is a link to a folder kept elsewhere, and one file in it a link too.
+    elsewhere = mkdtempSync(join(tmpdir(), 'restwire-shared-declarations-'));
+    writeFileSync(join(elsewhere, 'alpha.ts'), declaration('alpha').replace("import { nextLoad } from './lib/counter.js';\n", 'const nextLoad = () => 1;\n'));
+    // A name starting with a dot is not a declaration: only the link `beta.ts` is.
+    writeFileSync(join(elsewhere, '.beta-source.ts'), declaration('beta').replace("import { nextLoad } from './lib/counter.js';\n", 'const nextLoad = () => 2;\n'));
+    symlinkSync(join(elsewhere, '.beta-source.ts'), join(elsewhere, 'beta.ts'));
+    rmSync(project.resourcesDir, { recursive: true });
+    symlinkSync(elsewhere, project.resourcesDir, 'dir');
+  });
+  afterAll(async () => {
+    project?.cleanup();
+    rmSync(elsewhere, { recursive: true, force: true });
+    await database?.drop();
+  });
+
+  it('load as the files they point to', async () => {
+    const result = await runOk(project, ['makemigrations']);
+    expect(result.output).toContain('Create collection alpha');
+    expect(result.output).toContain('Create collection beta');
   });
 });

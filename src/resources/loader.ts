@@ -15,7 +15,7 @@
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join, relative, resolve } from 'node:path';
+import { basename, dirname, join, relative, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { BuildFailure, Message, OutputFile } from 'esbuild';
 import { isResource } from './resource.js';
@@ -71,10 +71,10 @@ async function compile(paths: string[], root: string): Promise<Map<string, strin
   // hold for any directory beside it.
   const outdir = join(root, 'build');
   let outputs: OutputFile[];
-  let entries: Map<string, string>;
   try {
     const result = await esbuild.build({
-      entryPoints: paths,
+      // Each declaration becomes `<its file name>.mjs` (files of one folder have distinct names).
+      entryPoints: paths.map((path) => ({ in: path, out: basename(path) })),
       bundle: true,
       splitting: true,
       format: 'esm',
@@ -82,20 +82,14 @@ async function compile(paths: string[], root: string): Promise<Map<string, strin
       target: 'node20',
       packages: 'external',
       outdir,
-      entryNames: '[name]-[hash]',
       chunkNames: 'shared-[hash]',
       outExtension: { '.js': '.mjs' },
       sourcemap: 'inline',
       write: false,
-      metafile: true,
       logLevel: 'silent',
       plugins: [{ name: 'restwire', setup: (build) => build.onResolve({ filter: /^restwire$/ }, () => ({ path: RESTWIRE, external: true })) }],
     });
     outputs = result.outputFiles;
-    entries = new Map();
-    for (const [output, meta] of Object.entries(result.metafile.outputs)) {
-      if (meta.entryPoint !== undefined) entries.set(resolve(meta.entryPoint), relative(outdir, resolve(output)));
-    }
   } catch (error) {
     const first = (error as Partial<BuildFailure>).errors?.[0];
     if (first === undefined) throw error;
@@ -106,7 +100,7 @@ async function compile(paths: string[], root: string): Promise<Map<string, strin
 
   const target = written(root, outdir, outputs);
   const urls = new Map<string, string>();
-  for (const path of paths) urls.set(path, pathToFileURL(join(target, entries.get(resolve(path))!)).href);
+  for (const path of paths) urls.set(path, pathToFileURL(join(target, `${basename(path)}.mjs`)).href);
   return urls;
 }
 
