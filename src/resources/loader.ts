@@ -45,7 +45,12 @@ export async function loadDeclarations(dir: string | null): Promise<LoadedDeclar
   if (dir === null || !existsSync(dir)) return null;
   const paths = declarationFiles(dir);
   if (paths.length === 0) return [];
-  const compiled = await compile(paths, cacheRoot(dir));
+  // No project around the folder, or a read-only one without this build: only `restwire` and
+  // Node's own modules resolve from the temporary folder, all a declaration without packages needs.
+  const roots = [projectCache(dir), join(tmpdir(), `restwire-declarations-${process.getuid?.() ?? 'user'}`)].filter((root) => root !== null);
+  let compiled: Map<string, string> | null = null;
+  for (const root of roots) if ((compiled = await compile(paths, root))) break;
+  if (compiled === null) throw new RegistryError(shown(dir), `could not be compiled: none of ${roots.join(', ')} can be written; make one writable`);
   const loaded: LoadedDeclaration[] = [];
   for (const path of paths) {
     const file = shown(path);
@@ -64,8 +69,11 @@ export async function loadDeclarations(dir: string | null): Promise<LoadedDeclar
   return loaded;
 }
 
-/** Compiles the declarations into one directory of ES modules; each path's module URL. */
-async function compile(paths: string[], root: string): Promise<Map<string, string>> {
+/**
+ * Compiles the declarations into one directory of ES modules under `root`; each path's module
+ * URL, or null when `root` cannot be written and does not hold this build yet.
+ */
+async function compile(paths: string[], root: string): Promise<Map<string, string> | null> {
   const esbuild = await import('esbuild');
   // Built as if into a sibling of the final directory: the inline source maps' relative paths
   // hold for any directory beside it.
@@ -99,22 +107,37 @@ async function compile(paths: string[], root: string): Promise<Map<string, strin
   }
 
   const target = written(root, outdir, outputs);
+  if (target === null) return null;
   const urls = new Map<string, string>();
   for (const path of paths) urls.set(path, pathToFileURL(join(target, `${basename(path)}.mjs`)).href);
   return urls;
 }
 
-/** Writes the build once under a name from its content; the directory it is in. */
-function written(root: string, outdir: string, outputs: OutputFile[]): string {
+/**
+ * Writes the build once under a name from its content: the directory it is in, or null when
+ * `root` cannot be written and does not hold it.
+ */
+function written(root: string, outdir: string, outputs: OutputFile[]): string | null {
   const digest = createHash('sha256');
   for (const output of outputs) digest.update(relative(outdir, output.path)).update(output.contents);
   const target = join(root, digest.digest('hex').slice(0, 16));
   if (existsSync(target)) {
-    const now = new Date();
-    utimesSync(target, now, now);
+    try {
+      const now = new Date();
+      utimesSync(target, now, now); // in use: not stale
+    } catch {
+      // A read-only cache, written when the image was built.
+    }
     return target;
   }
-  const staging = mkdtempSync(join(root, '.staging-'));
+  let staging: string;
+  try {
+    mkdirSync(root, { recursive: true });
+    staging = mkdtempSync(join(root, '.staging-'));
+  } catch (error) {
+    if (isUnwritable(error)) return null;
+    throw error;
+  }
   for (const output of outputs) {
     const path = join(staging, relative(outdir, output.path));
     mkdirSync(dirname(path), { recursive: true });
@@ -131,6 +154,11 @@ function written(root: string, outdir: string, outputs: OutputFile[]): string {
   return target;
 }
 
+function isUnwritable(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return code === 'EACCES' || code === 'EROFS' || code === 'EPERM';
+}
+
 function removeStale(root: string, keep: string): void {
   for (const name of readdirSync(root)) {
     const path = join(root, name);
@@ -143,29 +171,10 @@ function removeStale(root: string, keep: string): void {
 }
 
 /** `node_modules/.cache/restwire` of the nearest folder up from `dir` that has node_modules. */
-function cacheRoot(dir: string): string {
+function projectCache(dir: string): string | null {
   for (let at = resolve(dir); ; at = dirname(at)) {
-    if (existsSync(join(at, 'node_modules'))) {
-      const root = join(at, 'node_modules', '.cache', 'restwire');
-      if (writable(root)) return root;
-      break;
-    }
-    if (dirname(at) === at) break;
-  }
-  // No project around the folder, or a read-only one: only `restwire` and Node's own modules
-  // resolve from here, which is all a declaration without dependencies imports.
-  const root = join(tmpdir(), 'restwire-declarations');
-  mkdirSync(root, { recursive: true });
-  return root;
-}
-
-function writable(root: string): boolean {
-  try {
-    mkdirSync(root, { recursive: true });
-    rmSync(mkdtempSync(join(root, '.probe-')), { recursive: true });
-    return true;
-  } catch {
-    return false;
+    if (existsSync(join(at, 'node_modules'))) return join(at, 'node_modules', '.cache', 'restwire');
+    if (dirname(at) === at) return null;
   }
 }
 
