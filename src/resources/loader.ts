@@ -3,14 +3,15 @@
 //
 // Node 20 cannot strip types, so the files are compiled once with esbuild (one build, shared
 // helpers in shared chunks) into plain ES modules that Node imports itself. tsx did this through
-// Node's module hooks (`module.register`), whose hooks thread, esbuild inside, cost serve about
-// 27 MiB for the life of the process (bench/RESULTS.md, "where the 50 writers' memory went").
+// Node's module hooks (`module.register`), whose hooks thread, esbuild inside, cost serve 27–48
+// MiB for the life of the process (bench/RESULTS.md, "eighth session").
 //
 // The compiled files go under the nearest `node_modules/.cache/restwire/`, so their bare imports
-// resolve from the project's node_modules as the originals' would; `restwire` itself is pointed
-// at the running copy, so a declaration's `defineResource` is always the server's own. The build
-// is cached by its output: an unchanged folder reuses its directory, and concurrent processes
-// write the same content to the same place.
+// resolve from the project's node_modules as the originals' would (else under the temporary
+// folder); `restwire` itself is pointed at the running copy, so a declaration's `defineResource`
+// is always the server's own. The build is stored under a name from its content: an unchanged
+// folder reuses its directory (read-only too), and concurrent processes write the same content
+// to the same place.
 
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
