@@ -375,7 +375,11 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
           const before = await representOne(row, trx, false, request.user);
           // The ETag the caller holds is of the record as they were shown it.
           assertRecordMatches(request.raw.headers['if-match'], (await shownTo(request, [row], [before], trx))[0]!);
-          const { values, errors } = validated ?? readInput(data, partial, trusted);
+          // From the input each run, as a create: a run again after a deadlock keeps nothing of
+          // the run before, not the fields its write rules left out.
+          const input = validated ?? readInput(data, partial, trusted);
+          const values = { ...input.values };
+          const errors = Object.fromEntries(Object.entries(input.errors).map(([name, messages]) => [name, [...messages]]));
           // Write rules judge the record before the change, as the update rule's USING does.
           if (!trusted) ignoreUnwritable(values, errors, await unwritableFields(resource, request.user, trx, id));
           await checkAgainstStored(trx, data, values, errors, id, viewerOf(request));
