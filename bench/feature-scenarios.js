@@ -7,6 +7,7 @@ import { mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
+import { PEAK_RSS_TARGET_MIB } from './http-scenarios.js';
 import { measureAlternating } from './load.js';
 import { mib, watchPeakRss } from './memory.js';
 import { BIN, call, freshStore, restwireEnv, startServe } from './restwire.js';
@@ -267,6 +268,23 @@ const rateAtLeast = (label, [without, withIt], ratio, unit = 'req/s') => {
   return judged({ label, figure: rate(withIt), reference: rate(without), unit: unit === 'records' ? 'records/s' : 'req/s', measured, met: measured === null ? null : measured >= ratio }, [without, withIt]);
 };
 
+/** Issue #21's "peak RSS ≤ 150 MiB in every scenario", for the server of one group (a declared project's). */
+function peakRssTarget(group, rows) {
+  const peaks = rows.map((row) => row.peakRssMiB).filter((peak) => typeof peak === 'number');
+  const peak = peaks.length ? Math.max(...peaks) : null;
+  return judged(
+    {
+      label: `#21 peak RSS ≤ ${PEAK_RSS_TARGET_MIB} MiB in every ${group} scenario`,
+      figure: peak,
+      reference: PEAK_RSS_TARGET_MIB,
+      unit: 'MiB',
+      measured: peak === null ? null : Math.round((peak / PEAK_RSS_TARGET_MIB) * 100) / 100,
+      met: peak === null ? null : peak <= PEAK_RSS_TARGET_MIB,
+    },
+    rows,
+  );
+}
+
 /**
  * Runs the named groups on the store `options` names (BENCH_DATABASE_URL or SQLite); resolves
  * with { backend, groups: [{ name, issue, rows, targets } or { name, issue, skipped }] }.
@@ -295,6 +313,7 @@ export async function runFeatureScenarios(processes, options, names, log) {
       return measured;
     };
     const targets = await group.run(server, await reader(server), pairs);
+    targets.push(peakRssTarget(name, rows));
     groups.push({ name, issue: group.issue, rows, targets });
     await server.stop();
   }
