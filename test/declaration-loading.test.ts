@@ -1,9 +1,12 @@
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { chmodSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createProject, runOk, type Project } from './support/project.js';
 import { adminAuth, createTestDatabase, type RunningServer, type TestDatabase } from './support/server.js';
+
+const BIN = new URL('../bin/restwire.js', import.meta.url).pathname;
 
 // How declaration files load (RESOURCES.md §1): TypeScript compiled once into plain modules that
 // Node imports itself. Loading does not touch the database, so SQLite alone is enough here.
@@ -101,5 +104,72 @@ describe('declarations reached through symbolic links', () => {
     const result = await runOk(project, ['makemigrations']);
     expect(result.output).toContain('Create collection alpha');
     expect(result.output).toContain('Create collection beta');
+  });
+});
+
+describe('declarations in a project whose cache cannot be written', () => {
+  // Root writes through any permission: as root, the commands run as `nobody`, who is refused.
+  const asUser = process.getuid?.() === 0 ? { uid: 65534, gid: 65534 } : {};
+  let database: TestDatabase;
+  let project: Project;
+  let unwritable: string;
+  let writable: string;
+
+  /** `restwire ...args` in the project as the user above, with TMPDIR set to `temporary`. */
+  const run = (args: string[], temporary: string) =>
+    new Promise<{ code: number | null; output: string }>((resolve, reject) => {
+      const child = spawn(process.execPath, [BIN, ...args], { ...asUser, cwd: project.dir, env: { PATH: process.env.PATH ?? '', TMPDIR: temporary, ...database.env }, stdio: ['ignore', 'pipe', 'pipe'] });
+      let output = '';
+      child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+      child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
+      child.once('error', reject);
+      child.once('close', (code) => resolve({ code, output }));
+    });
+  /** Makes a folder and everything in it read-only (not through links), or readable and writable by all. */
+  const setMode = (path: string, mode: 'readOnly' | 'open'): void => {
+    const stats = lstatSync(path);
+    if (stats.isSymbolicLink()) return;
+    if (stats.isDirectory()) {
+      for (const name of readdirSync(path)) setMode(join(path, name), mode);
+      chmodSync(path, mode === 'readOnly' ? 0o555 : 0o777);
+    } else chmodSync(path, mode === 'readOnly' ? 0o444 : 0o666);
+  };
+
+  beforeAll(async () => {
+    database = await createTestDatabase('sqlite');
+    project = createProject(database, { 'alpha.ts': declaration('alpha').replace("import { nextLoad } from './lib/counter.js';\n", 'const nextLoad = () => 1;\n') });
+    await runOk(project, ['makemigrations']); // as the owner: the build goes into node_modules/.cache/restwire
+    setMode(project.dir, 'open');
+    setMode(join(project.dir, 'node_modules', '.cache'), 'readOnly');
+    unwritable = mkdtempSync(join(tmpdir(), 'restwire-unwritable-'));
+    chmodSync(unwritable, 0o555);
+    writable = mkdtempSync(join(tmpdir(), 'restwire-writable-'));
+    chmodSync(writable, 0o777);
+  });
+  afterAll(async () => {
+    if (project) setMode(project.dir, 'open');
+    project?.cleanup();
+    for (const dir of [unwritable, writable]) if (dir) rmSync(dir, { recursive: true, force: true });
+    await database?.drop();
+  });
+
+  it('use the build already in the cache, as it is', async () => {
+    const result = await run(['makemigrations'], unwritable);
+    expect(result.output).toContain('No changes detected');
+    expect(result.code).toBe(0);
+  });
+
+  it('build a changed folder in the temporary folder, and stop naming both folders when neither can be written', async () => {
+    project.write('alpha.ts', declaration('alpha').replace("import { nextLoad } from './lib/counter.js';\n", 'const nextLoad = () => 2;\n'));
+    const refused = await run(['makemigrations'], unwritable);
+    expect(refused.code).not.toBe(0);
+    expect(refused.output).toContain(join(project.dir, 'node_modules', '.cache', 'restwire'));
+    expect(refused.output).toContain(unwritable);
+    expect(refused.output).not.toMatch(/^\s+at /m);
+    // The description changed, not the fields: no migration to write, and the declarations loaded.
+    const built = await run(['makemigrations'], writable);
+    expect(built.output).toContain('No changes detected');
+    expect(built.code).toBe(0);
+    expect(readdirSync(writable).some((name) => name.startsWith('restwire-declarations-'))).toBe(true);
   });
 });
