@@ -34,7 +34,8 @@ export interface DeclaredActionsOptions {
   loadRow(executor: DynamicDb, id: number, lock: boolean, request: ApiRequest): Promise<Row>;
   checkObjectPermission(request: ApiRequest, row: Row): void;
   represent(rows: readonly Row[], executor: DynamicDb, detail: boolean, viewer: User | null): Promise<Record<string, unknown>[]>;
-  writeTransaction<T>(work: (trx: DynamicDb) => Promise<T>, unit?: ApiRequest['unit']): Promise<T>;
+  /** Runs `work` in the write's transaction; what it puts in `later` runs once that has committed. */
+  writeTransaction<T>(work: (trx: DynamicDb, later: Array<() => void>) => Promise<T>, unit?: ApiRequest['unit']): Promise<T>;
 }
 
 /** The pipeline's permission for a rule: refused (401 / 403) when no record could let the caller act. */
@@ -128,6 +129,17 @@ export function declaredExtraActions(resource: Resource, options: DeclaredAction
       }
     }
 
+    /** A read-only action: no transaction of its own; its afterCommit functions run now, or after its unit's commit. */
+    async function runReading(request: ApiRequest): Promise<ActionResult | void> {
+      const later: Array<() => void> = [];
+      const result = await run(request.unit?.trx ?? db, request, later);
+      for (const then of later) {
+        if (request.unit) request.unit.afterCommit.push(then);
+        else then();
+      }
+      return result;
+    }
+
     return {
       name: `${resource.label} ${action.name.charAt(0).toUpperCase()}${action.name.slice(1).replace(/_/g, ' ')}`,
       description: action.description,
@@ -142,17 +154,7 @@ export function declaredExtraActions(resource: Resource, options: DeclaredAction
       // Its body is the declaration's own JSON: no CSV columns to render it by.
       mediaTypes: [JSON_TYPE, HTML_TYPE],
       async handle(request): Promise<ApiResponse> {
-        const later: Array<() => void> = [];
-        const result = readOnly
-          ? await run(request.unit?.trx ?? db, request, later)
-          : await options.writeTransaction((trx) => {
-              later.length = 0; // a run that lost a deadlock kept nothing, its afterCommit included
-              return run(trx, request, later);
-            }, request.unit);
-        for (const then of later) {
-          if (request.unit) request.unit.afterCommit.push(then);
-          else then();
-        }
+        const result = readOnly ? await runReading(request) : await options.writeTransaction((trx, later) => run(trx, request, later), request.unit);
         const answer = result ?? {};
         if (typeof answer !== 'object') throw userCodeError(resource.name, where, new TypeError('handle must return { status?, body?, headers? } or nothing'));
         const status = answer.status ?? (answer.body === undefined ? 204 : 200);

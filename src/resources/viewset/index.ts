@@ -107,11 +107,6 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
 
   /** What a request reads through: its write unit's transaction when it has one (db/write-unit.ts), else `db`. */
   const readerOf = (request: ApiRequest): DynamicDb => request.unit?.trx ?? db;
-  /** Runs `callback` once the request's write has committed: now, or after its unit's commit. */
-  function afterCommitOf(request: ApiRequest, callback: () => void): void {
-    if (request.unit) request.unit.afterCommit.push(callback);
-    else callback();
-  }
 
   const hookCalls = buildHookCalls(resource, context);
   /** What a hook of a write by `request` is given (LOGIC.md §3), in the write's transaction; `later` runs after its commit. */
@@ -281,12 +276,10 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
       }
       const user = request.user ?? ANONYMOUS;
       const now = Date.now();
-      const later: Array<() => void> = [];
-      const { record, row, extras } = await writeTransaction(async (trx, notify) => {
+      const { record, row, extras } = await writeTransaction(async (trx, notify, later) => {
         // A run that lost a deadlock kept nothing: the next starts from the input again, not from
-        // what beforeCreate changed in place, and with none of its afterCommit functions.
+        // what beforeCreate changed in place.
         const values = { ...input };
-        later.length = 0;
         await notify.prepare(trx, resource);
         const checks = checkAgainstStored(trx, data, values, errors, null, viewerOf(request));
         // The insert goes out right behind the checks' queries (on PostgreSQL in their round trip,
@@ -326,7 +319,6 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
         const after = await runHook('afterCreate', request, trx, later, representation, row);
         return { record: representation, row, extras: after?.response ?? {} };
       }, request.unit);
-      for (const then of later) afterCommitOf(request, then);
       const [shown] = await shownTo(request, [row], [record]);
       return { status: 201, body: extras.body ? { ...shown, ...extras.body } : shown, headers: { location: String(record.url), ...extras.headers } };
     },
@@ -365,9 +357,7 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
           await hooks.validate(validated.values, validated.errors, request, { row: stored, record: () => representOne(stored, readerOf(request), false, request.user) });
           if (Object.keys(validated.errors).length && !hasStoredChecks(data)) throw new ValidationError(validated.errors);
         }
-        const later: Array<() => void> = [];
-        const { record, row: shownRow } = await writeTransaction(async (trx, notify) => {
-          later.length = 0; // a run that lost a deadlock kept nothing, its hooks' afterCommit included
+        const { record, row: shownRow } = await writeTransaction(async (trx, notify, later) => {
           await notify.prepare(trx, resource);
           const row = await loadRow(trx, id, true, request);
           checkObjectPermission(request, row);
@@ -405,7 +395,6 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
           await runHook('afterUpdate', request, trx, later, representation, updated);
           return { record: representation, row: updated };
         }, request.unit);
-        for (const then of later) afterCommitOf(request, then);
         return { body: (await shownTo(request, [shownRow], [record]))[0] };
       },
     };
@@ -416,9 +405,7 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
     async handle(request) {
       const id = parseId(request.params[recordParam]);
       const user = request.user ?? ANONYMOUS;
-      const later: Array<() => void> = [];
-      await writeTransaction(async (trx, notify) => {
-        later.length = 0; // a run that lost a deadlock kept nothing, its hooks' afterCommit included
+      await writeTransaction(async (trx, notify, later) => {
         await notify.prepare(trx, resource);
         const row = await loadRow(trx, id, true, request);
         checkObjectPermission(request, row);
@@ -431,7 +418,6 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
         await deleteRecord(trx, row, before, notify, user);
         await runHook('afterDelete', request, trx, later, before, row);
       }, request.unit);
-      for (const then of later) afterCommitOf(request, then);
       return { status: 204 };
     },
   };
@@ -515,7 +501,7 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
     loadRow,
     checkObjectPermission,
     represent,
-    writeTransaction: (work, unit) => writeTransaction((trx) => work(trx), unit),
+    writeTransaction: (work, unit) => writeTransaction((trx, _notify, later) => work(trx, later), unit),
   });
   const extraViews: View[] = [...resource.extraActions, ...declared].map((extra) => ({
     name: extra.name,

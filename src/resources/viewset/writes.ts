@@ -78,14 +78,16 @@ export function buildWrites(resource: Resource, options: WritesOptions) {
 
   /**
    * Runs a write in one transaction with the listeners it notifies, then, once committed, the
-   * callbacks they returned (so a dispatcher is woken only for work that exists). A unique or
+   * callbacks they returned (so a dispatcher is woken only for work that exists) and those the
+   * write put in `later` (its hooks' `afterCommit`). A run that lost a deadlock keeps neither. A unique or
    * foreign-key violation the checks could not see (a race) is a 400 or 409, never a 500.
    * Given a request's write `unit`, the write joins its transaction in a savepoint instead (a
    * failure rolls back this write alone) and leaves the callbacks to the unit's owner, who runs
    * them after its commit (`db/write-unit.ts`); never a nested `Storage.transact`.
    */
-  async function writeTransaction<T>(work: (trx: DynamicDb, notify: Notify) => Promise<T>, unit?: WriteUnit): Promise<T> {
+  async function writeTransaction<T>(work: (trx: DynamicDb, notify: Notify, later: Array<() => void>) => Promise<T>, unit?: WriteUnit): Promise<T> {
     const afterCommit: Array<() => void> = [];
+    const later: Array<() => void> = [];
     const notify: Notify = Object.assign(
       async (trx: DynamicDb, change: Change) => {
         for (const listener of listeners) {
@@ -121,16 +123,17 @@ export function buildWrites(resource: Resource, options: WritesOptions) {
       // A write that lost a deadlock to another shared commit (PostgreSQL) runs again, alone. A
       // unit's owner (a batch, a keyed request) does so for its whole transaction instead.
       result = unit
-        ? await inUnit(unit, (trx) => work(trx, notify))
+        ? await inUnit(unit, (trx) => work(trx, notify, later))
         : await transactAgainOnConflict(storage, (trx) => {
             afterCommit.length = 0;
-            return work(trx as unknown as DynamicDb, notify);
+            later.length = 0;
+            return work(trx as unknown as DynamicDb, notify, later);
           });
     } catch (error) {
       throw resource.hooks.constraintError?.(error) ?? constraintError(error) ?? error;
     }
-    if (unit) unit.afterCommit.push(...afterCommit);
-    else for (const callback of afterCommit) callback();
+    if (unit) unit.afterCommit.push(...afterCommit, ...later);
+    else for (const callback of [...afterCommit, ...later]) callback();
     return result;
   }
 
