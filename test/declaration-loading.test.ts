@@ -1,12 +1,9 @@
-import { spawn } from 'node:child_process';
 import { chmodSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createProject, runOk, type Project } from './support/project.js';
 import { adminAuth, createTestDatabase, type RunningServer, type TestDatabase } from './support/server.js';
-
-const BIN = new URL('../bin/restwire.js', import.meta.url).pathname;
 
 // How declaration files load (RESOURCES.md §1): TypeScript compiled once into plain modules that
 // Node imports itself. Loading does not touch the database, so SQLite alone is enough here.
@@ -109,22 +106,14 @@ describe('declarations reached through symbolic links', () => {
 
 describe('declarations in a project whose cache cannot be written', () => {
   // Root writes through any permission: as root, the commands run as `nobody`, who is refused.
-  const asUser = process.getuid?.() === 0 ? { uid: 65534, gid: 65534 } : {};
+  const asUser = process.getuid?.() === 0 ? { uid: 65534, gid: 65534 } : undefined;
   let database: TestDatabase;
   let project: Project;
   let unwritable: string;
   let writable: string;
 
   /** `restwire ...args` in the project as the user above, with TMPDIR set to `temporary`. */
-  const run = (args: string[], temporary: string) =>
-    new Promise<{ code: number | null; output: string }>((resolve, reject) => {
-      const child = spawn(process.execPath, [BIN, ...args], { ...asUser, cwd: project.dir, env: { PATH: process.env.PATH ?? '', TMPDIR: temporary, ...database.env }, stdio: ['ignore', 'pipe', 'pipe'] });
-      let output = '';
-      child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
-      child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
-      child.once('error', reject);
-      child.once('close', (code) => resolve({ code, output }));
-    });
+  const run = (args: string[], temporary: string) => project.run(args, { TMPDIR: temporary }, 30_000, asUser);
   /** Makes a folder and everything in it read-only (not through links), or readable and writable by all. */
   const setMode = (path: string, mode: 'readOnly' | 'open'): void => {
     const stats = lstatSync(path);

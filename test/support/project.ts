@@ -34,9 +34,9 @@ export interface Project {
   /**
    * Runs `node bin/restwire.js ...args` in the project, with the database's env and `env`. A
    * command still running after `timeoutMs` (a `serve` that should have refused) is killed and
-   * reported with code null.
+   * reported with code null. `as` runs it as another user (the tests' process must be root).
    */
-  run(args: readonly string[], env?: Record<string, string>, timeoutMs?: number): Promise<CommandResult>;
+  run(args: readonly string[], env?: Record<string, string>, timeoutMs?: number, as?: { uid: number; gid: number }): Promise<CommandResult>;
   /** `restwire serve` in the project (startServer with cwd = the project). */
   start(options?: StartOptions): Promise<RunningServer>;
   cleanup(): void;
@@ -70,8 +70,8 @@ export function createProject(database: TestDatabase, files: Record<string, stri
     remove: (file) => rmSync(join(resourcesDir, file), { force: true }),
     migrationFiles: () => (existsSync(migrationsDir) ? readdirSync(migrationsDir).filter((name) => !name.startsWith('.')).sort() : []),
     readMigration: (name) => readFileSync(join(migrationsDir, name), 'utf8'),
-    run(args, env = {}, timeoutMs = 30_000) {
-      const child = spawn(process.execPath, [BIN, ...args], { cwd: dir, env: { ...baseEnv(), ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    run(args, env = {}, timeoutMs = 30_000, as = undefined) {
+      const child = spawn(process.execPath, [BIN, ...args], { ...as, cwd: dir, env: { ...baseEnv(), ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
       let stdout = '';
       let stderr = '';
       child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
