@@ -4,9 +4,10 @@ import { BACKENDS, adminAuth, basic, createTestDatabase, createUser, type Runnin
 import { jsonClient, type Json } from './support/client.js';
 
 // Pages a read rule or a field rule makes differ per caller are reused for the same caller only
-// (ACCESS.md §6, issue 18), black-box on both databases: callers taking turns on the same URLs
-// each get their own page, every time; a write by one and a role granted or taken are seen at
-// once; an ETag one caller got is not another's 304.
+// (ACCESS.md §6, issue 18), and so is every record (issue 21), black-box on both databases:
+// callers taking turns on the same URLs each get their own page or record, every time; a write
+// by one, made here or by another process, and a role granted or taken are seen at once; an ETag
+// one caller got is not another's 304.
 
 const MEMOS = `import { defineResource, field } from 'restwire';
 export default defineResource({
@@ -35,7 +36,7 @@ export default defineResource({
 const alice = basic('alice', 'alice-password-1');
 const bob = basic('bob', 'bob-password-1');
 
-describe.each(BACKENDS)('pages reused per caller on %s', (backend) => {
+describe.each(BACKENDS)('pages and records reused per caller on %s', (backend) => {
   let database: TestDatabase;
   let project: Project;
   let server: RunningServer;
@@ -142,6 +143,59 @@ describe.each(BACKENDS)('pages reused per caller on %s', (backend) => {
       expect(await csv(alice)).not.toContain('bob@example.com');
       expect(await csv(bob)).toContain('bob@example.com');
       expect(await csv(bob)).not.toContain('alice@example.com');
+    }
+  });
+
+  it('gives each caller their own record, however they take turns, and a change at once', async () => {
+    const a1 = ((await send('GET', '/api/v1/memos/?ordering=body', alice)).body!.results as Json[]).find((m) => m.body === 'a1')!;
+    const path = `/api/v1/memos/${a1.id}/`;
+    for (let turn = 0; turn < 3; turn++) {
+      const alices = await send('GET', path, alice);
+      expect(alices.status, alices.text).toBe(200);
+      expect(alices.body!.body).toBe('a1');
+      expect((await send('GET', path, bob)).status).toBe(404);
+      expect((await send('GET', path, null)).status).toBe(401);
+    }
+    const etag = (await send('GET', path, alice)).headers.get('etag')!;
+    expect((await send('GET', path, alice, undefined, { 'if-none-match': etag })).status).toBe(304);
+    expect((await send('GET', path, bob, undefined, { 'if-none-match': etag })).status).toBe(404);
+    const changed = await send('PATCH', path, alice, { body: 'a1 changed' });
+    expect(changed.status, changed.text).toBe(200);
+    const after = await send('GET', path, alice, undefined, { 'if-none-match': etag });
+    expect(after.status).toBe(200);
+    expect(after.body!.body).toBe('a1 changed');
+    expect((await send('PATCH', path, alice, { body: 'a1' })).status).toBe(200);
+  });
+
+  it("shows a record's email to its owner only, however callers take turns", async () => {
+    const cards = ((await send('GET', '/api/v1/cards/?ordering=name', alice)).body!.results as Json[]);
+    const path = String(cards.find((card) => card.name === 'Alice')!.url);
+    const email = async (auth: string | null) => {
+      const card = await send('GET', path, auth);
+      expect(card.status, card.text).toBe(200);
+      return card.body!.email ?? null;
+    };
+    for (let turn = 0; turn < 3; turn++) {
+      expect(await email(alice)).toBe('alice@example.com');
+      expect(await email(bob)).toBeNull();
+      expect(await email(null)).toBeNull();
+    }
+  });
+
+  it('shows a change another process made at once', async () => {
+    const other = await project.start();
+    try {
+      const created = await memo(alice, 'elsewhere');
+      const path = String(created.url);
+      const read = async () => (await send('GET', path, alice)).body!.body;
+      expect(await read()).toBe('elsewhere');
+      expect(await read()).toBe('elsewhere');
+      const changed = await fetch(`${other.url}${path}`, { method: 'PATCH', headers: { authorization: alice, 'content-type': 'application/json' }, body: JSON.stringify({ body: 'changed elsewhere' }) });
+      expect(changed.status, await changed.text()).toBe(200);
+      expect(await read()).toBe('changed elsewhere');
+      expect((await send('DELETE', path, alice)).status).toBe(204);
+    } finally {
+      await other.stop();
     }
   });
 });

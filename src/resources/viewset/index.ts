@@ -327,6 +327,11 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
   const retrieve: Action = {
     permission: resource.permission,
     readsOnly: true,
+    // Reused while no data changes, as a page is, but only for the same caller: the object
+    // permission is code that may judge each caller differently (issue 21: the read, the
+    // representation and its ETag were most of a GET one's cost).
+    version: () => storage.dataVersion(),
+    perCaller: () => true,
     async handle(request) {
       const shape = readShape(request);
       const reader = readerOf(request);
