@@ -31,6 +31,21 @@ export const post = (authorization) => ({
   body: JSON.stringify(EXPERIENCE),
 });
 
+/** Writers beside readers: connections of the load given to creates in the mixed scenario. */
+const MIXED_WRITERS = 10;
+/** Records read at random in the mixed scenario. */
+const MIXED_RECORDS = 100;
+/**
+ * GET one of MIXED_RECORDS records at random while MIXED_WRITERS connections create (issue 21):
+ * a record is rarely read twice between two writes here, so a server that reuses responses pays
+ * for the token without reusing; `authorization` is the writers'.
+ */
+export const getOneMixed = (authorization) => ({
+  path: '/api/v1/experiences/1/',
+  setupRequest: (request) => ({ ...request, path: `/api/v1/experiences/${1 + Math.floor(Math.random() * MIXED_RECORDS)}/` }),
+  beside: { request: post(authorization), connections: MIXED_WRITERS },
+});
+
 /**
  * The targets of issue #13 by backend, each { row, of: the row it is compared with, ratio: at
  * least this much of its requests/s, label }. `of` is a floor row (the same database work done
@@ -176,6 +191,19 @@ export async function runHttpScenarios(processes, options, log) {
     { id: 'floor-get-page', name: `GET page of 100 (${store.backend} floor)`, target: floor, request: GET_PAGE },
     { id: 'restwire-get-page', name: 'GET page of 100', target: server, request: GET_PAGE, ...against('get-page') },
   ]);
+  {
+    const readers = { ...options.load, connections: Math.max(1, options.load.connections - MIXED_WRITERS) };
+    log(`  GET one of ${MIXED_RECORDS} at random, ${MIXED_WRITERS} writers beside: floor, restwire, alternating …`);
+    const runs = [
+      { id: 'floor-get-one-mixed', name: `GET one at random, writers beside (${store.backend} floor)`, target: floor, request: getOneMixed(null) },
+      { id: 'restwire-get-one-mixed', name: 'GET one at random, writers beside', target: server, request: getOneMixed(writer), floor: 'floor-get-one-mixed' },
+    ];
+    const figures = await measureAlternating(runs.map(({ target, request }) => ({ server: target, request })), readers);
+    for (const [index, { id, name, target, request, ...extra }] of runs.entries()) {
+      const row = await record({ id, name, server: kinds.get(target), ...extra, ...figures[index] }, target, request);
+      row.note = [`${readers.connections} readers; ${MIXED_WRITERS} writers beside made ${row.besideRequestsPerSecond} creates/s`, row.note].filter(Boolean).join('; ');
+    }
+  }
   const posts = [
     { id: 'baseline-post', name: 'POST create (memory baseline)', target: baseline, request: post(null) },
     { id: 'floor-post', name: `POST create (${store.backend} floor)`, target: floor, request: post(null) },

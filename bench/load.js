@@ -18,6 +18,9 @@ function cannon(options) {
  * backends, Redis); the row's `machineCpu` then says where the CPU went (memory.js watchCpu).
  * `probe`, when given, is called before the timed run and resolves with a function that, called
  * after it, resolves with counts of what happened meanwhile ({ name: number }), the row's `probed`.
+ * `request.beside`, when given ({ request, connections }), is a second load on the same server
+ * during the warm-up and the timed run (writers beside readers): the row's figures are the main
+ * load's, with the second's requests/s as `besideRequestsPerSecond` (its non-2xx added to the row's).
  */
 export async function measure(server, request, load, { groups = null, probe = null } = {}) {
   const options = {
@@ -30,7 +33,18 @@ export async function measure(server, request, load, { groups = null, probe = nu
   // A request whose path changes per send (bench/growth.js: rotating ids, defeating the
   // representation cache): autocannon calls `setupRequest(request)` before each one.
   if (request.setupRequest) options.requests = [{ method: options.method, setupRequest: request.setupRequest }];
-  if (load.warmup > 0) await cannon({ ...options, duration: load.warmup });
+  const beside = request.beside
+    ? (duration) =>
+        cannon({
+          url: `${server.url}${request.beside.request.path}`,
+          method: request.beside.request.method ?? 'GET',
+          headers: request.beside.request.headers ?? {},
+          body: request.beside.request.body,
+          connections: request.beside.connections,
+          duration,
+        })
+    : null;
+  if (load.warmup > 0) await Promise.all([cannon({ ...options, duration: load.warmup }), beside?.(load.warmup)]);
   // A cluster's workers are the server's children: its memory is theirs and its own together.
   const tree = processTree(server.pid);
   const memory = watchPeakRss(tree);
@@ -40,11 +54,12 @@ export async function measure(server, request, load, { groups = null, probe = nu
   const probed = probe ? await probe() : null;
   const cpuBefore = cpuSeconds(tree);
   let result;
+  let besideResult = null;
   let peak;
   let ownPeak;
   let machineCpu = null;
   try {
-    result = await cannon({ ...options, duration: load.duration });
+    [result, besideResult] = await Promise.all([cannon({ ...options, duration: load.duration }), beside?.(load.duration) ?? null]);
   } finally {
     const peaks = memory.stop();
     const treePeak = together?.stop() ?? null;
@@ -62,7 +77,7 @@ export async function measure(server, request, load, { groups = null, probe = nu
     seconds: result.duration,
     p50Ms: result.latency.p50,
     p99Ms: result.latency.p99,
-    non2xx: result.non2xx,
+    non2xx: result.non2xx + (besideResult?.non2xx ?? 0),
     errors: result.errors,
     timeouts: result.timeouts,
     statusCodes: codes,
@@ -76,6 +91,7 @@ export async function measure(server, request, load, { groups = null, probe = nu
     cpuUsPerRequest: cpuPerRequest(cpu, result.requests.total),
     machineCpu,
     probed: counts,
+    ...(besideResult ? { besideRequests: besideResult.requests.total } : {}),
   };
 }
 
@@ -124,6 +140,7 @@ export async function measureAlternating(pairs, load, rounds = alternatingRounds
       cpuUsPerRequest: parts.some((part) => part.cpuSeconds === null) ? null : cpuPerRequest(add('cpuSeconds'), add('requests')),
       machineCpu: addMachineCpu(parts.map((part) => part.machineCpu)),
       probed: parts[0].probed ? Object.fromEntries(Object.keys(parts[0].probed).map((name) => [name, parts.reduce((sum, part) => sum + part.probed[name], 0)])) : null,
+      ...(parts[0].besideRequests !== undefined ? { besideRequestsPerSecond: Math.round(add('besideRequests') / add('seconds')) } : {}),
       slices: parts.length,
     };
   });

@@ -10,7 +10,7 @@ import { parseBody, type RequestData } from './parsers.js';
 import { renderBrowsable } from './browsable/index.js';
 import { BROWSABLE_SECURITY_HEADERS } from './security-headers.js';
 import { CONTENT_TYPES, CSV_TYPE, HTML_TYPE, JSON_TYPE, renderCsv, renderJson, type Renderer } from './renderers.js';
-import { RepresentationCache, type CachedRepresentation } from './representation-cache.js';
+import { RepresentationCache, ReuseTracker, type CachedRepresentation } from './representation-cache.js';
 import { scopesAllow } from './scopes.js';
 import { allowedMethods, type Action, type ApiRequest, type ApiResponse, type Method, type View } from './view.js';
 
@@ -131,6 +131,8 @@ export function createPipeline({ authenticators, throttle, idempotency, streams 
   // total size too (a page of 100 is some 30 KB; 1,000 users in turn must not grow the process by
   // more than 20 MiB, issue 18).
   const callerRepresentations = new RepresentationCache({ maxEntries: 1_000, maxTotalLength: 6 * 1024 * 1024 });
+  // Actions whose responses are rarely reused (records read under steady writes) skip the token.
+  const reuse = new ReuseTracker<Action>();
 
   async function authenticate(request: FastifyRequest): Promise<Identity | null> {
     for (const authenticator of authenticators) {
@@ -250,7 +252,8 @@ export function createPipeline({ authenticators, throttle, idempotency, streams 
     }
     // Asked before the action reads, so what is filed under a version is never older than it.
     // HTML pages show the caller and their rate-limit headers, so they are never reused.
-    const reusable = action.version && (method === 'GET' || method === 'HEAD') && state.mediaType !== HTML_TYPE && state.mediaType !== EVENT_STREAM_TYPE;
+    const reusable =
+      action.version && (method === 'GET' || method === 'HEAD') && state.mediaType !== HTML_TYPE && state.mediaType !== EVENT_STREAM_TYPE && reuse.worthAsking(action);
     // With the count under way, the first read runs beside it: the version, or an action that only reads.
     if (counting !== null && !reusable && action.readsOnly !== true) {
       await counting;
@@ -267,6 +270,7 @@ export function createPipeline({ authenticators, throttle, idempotency, streams 
     const cache = perCaller ? callerRepresentations : representations;
     const key = `${perCaller ? `${whoAsks(state.identity)} ` : ''}${state.mediaType} ${state.path}${state.query}`;
     let representation = cache.get(version, key);
+    reuse.record(action, representation !== undefined);
     if (representation === undefined) {
       representation = render(request, reply, view, await action.handle(apiRequest));
       if (representation.status === 200) cache.set(version, key, representation);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { RepresentationCache, type CachedRepresentation } from './representation-cache.js';
+import { RepresentationCache, ReuseTracker, type CachedRepresentation } from './representation-cache.js';
 
 const entry = (text: string): CachedRepresentation => ({ status: 200, headers: undefined, contentType: 'application/json', text, etag: `"${text}"` });
 
@@ -64,5 +64,44 @@ describe('RepresentationCache', () => {
     expect(cache.get('1', 'b')).toBeUndefined();
     expect(cache.get('1', 'a')?.text).toBe('aa');
     expect(cache.get('1', 'c')?.text).toBe('ccc');
+  });
+});
+
+describe('ReuseTracker', () => {
+  const lookups = (tracker: ReuseTracker<object>, action: object, hits: number, misses: number, now: number) => {
+    for (let n = 0; n < hits; n++) tracker.record(action, true, now);
+    for (let n = 0; n < misses; n++) tracker.record(action, false, now);
+  };
+
+  it('keeps asking while a window finds at least its share in the cache', () => {
+    const tracker = new ReuseTracker<object>({ window: 8, minShare: 0.25, pauseMs: 1_000 });
+    const action = {};
+    expect(tracker.worthAsking(action, 0)).toBe(true);
+    lookups(tracker, action, 2, 6, 0);
+    expect(tracker.worthAsking(action, 1)).toBe(true);
+  });
+
+  it('pauses an action whose window found less, then asks again', () => {
+    const tracker = new ReuseTracker<object>({ window: 8, minShare: 0.25, pauseMs: 1_000 });
+    const action = {};
+    const other = {};
+    lookups(tracker, action, 1, 7, 100);
+    expect(tracker.worthAsking(action, 101)).toBe(false);
+    expect(tracker.worthAsking(action, 1_099)).toBe(false);
+    // Judged per action: another action's reuse is its own.
+    expect(tracker.worthAsking(other, 101)).toBe(true);
+    expect(tracker.worthAsking(action, 1_100)).toBe(true);
+    // A fresh window after the pause: this one pays, so the action stays asked.
+    lookups(tracker, action, 4, 4, 1_100);
+    expect(tracker.worthAsking(action, 1_101)).toBe(true);
+  });
+
+  it('judges only full windows', () => {
+    const tracker = new ReuseTracker<object>({ window: 8, minShare: 0.25, pauseMs: 1_000 });
+    const action = {};
+    lookups(tracker, action, 0, 7, 0);
+    expect(tracker.worthAsking(action, 1)).toBe(true);
+    lookups(tracker, action, 0, 1, 1);
+    expect(tracker.worthAsking(action, 2)).toBe(false);
   });
 });
