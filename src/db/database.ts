@@ -68,7 +68,8 @@ export async function openStorage(
   return storage;
 }
 
-function storageOf(db: Kysely<Database>, dialect: Dialect, pool: pg.Pool | null): Storage {
+/** `sqliteVersion`: SQLite's data version token, which its driver keeps (sqlite-driver.ts). */
+function storageOf(db: Kysely<Database>, dialect: Dialect, pool: pg.Pool | null, sqliteVersion?: () => Promise<string>): Storage {
   const committedListeners = new Set<(last: number | null) => void>();
   // The last position each transaction numbered (a group commit's units share one transaction;
   // null when only the commit learns it), told to listeners once it has committed: by then every
@@ -112,10 +113,12 @@ function storageOf(db: Kysely<Database>, dialect: Dialect, pool: pg.Pool | null)
       committedListeners.add(listener);
       return () => committedListeners.delete(listener);
     },
-    async dataVersion() {
-      const { rows } = await db.executeQuery<{ version: string }>(DATA_VERSION[dialect]);
-      return rows[0]!.version;
-    },
+    dataVersion:
+      sqliteVersion ??
+      (async () => {
+        const { rows } = await db.executeQuery<{ version: string }>(POSTGRES_DATA_VERSION);
+        return rows[0]!.version;
+      }),
     async ping() {
       try {
         await sql`select 1`.execute(db);
@@ -131,14 +134,9 @@ function storageOf(db: Kysely<Database>, dialect: Dialect, pool: pg.Pool | null)
 /** Write batches running at once on PostgreSQL (GroupCommit lanes). */
 const POSTGRES_WRITE_LANES = 4;
 
-const DATA_VERSION = {
-  // data_version moves when another connection (another process) commits; total_changes() when
-  // this one writes anything. Between them, every change to the file moves the token.
-  sqlite: CompiledQuery.raw("select data_version || '.' || total_changes() as version from pragma_data_version"),
-  // Two statements that see the same snapshot see the same data in every table (MVCC), and
-  // every commit changes it.
-  postgres: CompiledQuery.raw('select pg_current_snapshot()::text as version'),
-} as const;
+// Two statements that see the same snapshot see the same data in every table (MVCC), and every
+// commit changes it. (SQLite's token is its driver's: sqlite-driver.ts, `dataVersion`.)
+const POSTGRES_DATA_VERSION = CompiledQuery.raw('select pg_current_snapshot()::text as version');
 
 function openSqlite(dataDir: string): Storage {
   mkdirSync(dataDir, { recursive: true });
@@ -156,8 +154,9 @@ function openSqlite(dataDir: string): Storage {
   database.function('lower', { deterministic: true }, (value: unknown) =>
     typeof value === 'string' ? value.toLowerCase() : value,
   );
-  const db = new Kysely<Database>({ dialect: new RestwireSqliteDialect(database) });
-  return storageOf(db, 'sqlite', null);
+  const dialect = new RestwireSqliteDialect(database);
+  const db = new Kysely<Database>({ dialect });
+  return storageOf(db, 'sqlite', null, () => dialect.dataVersion());
 }
 
 async function openPostgres(connectionString: string): Promise<Storage> {

@@ -55,3 +55,35 @@ describe('the SQLite driver and another connection holding the write lock', () =
     }
   }, 15_000);
 });
+
+// The token a reused response is filed under (representation-cache.ts) must move with every
+// change to the file, whoever makes it, and hold while nothing changes (issues 6, 21).
+describe('the SQLite data version', () => {
+  it('holds while nothing changes, and moves with a write here and a commit by another connection', async () => {
+    const versionFolder = mkdtempSync(join(tmpdir(), 'restwire-sqlite-version-'));
+    const versioned = await openStorage({ dataDir: versionFolder, databaseUrl: null });
+    try {
+      await sql`create table v (n integer)`.execute(versioned.db);
+      const first = await versioned.dataVersion();
+      await sql`select count(*) from v`.execute(versioned.db);
+      expect(await versioned.dataVersion()).toBe(first);
+
+      await sql`insert into v (n) values (1)`.execute(versioned.db);
+      const afterWrite = await versioned.dataVersion();
+      expect(afterWrite).not.toBe(first);
+      await versioned.db.transaction().execute((trx) => sql`update v set n = 2`.execute(trx));
+      const afterTransaction = await versioned.dataVersion();
+      expect(afterTransaction).not.toBe(afterWrite);
+
+      const other = new SQLite(join(versionFolder, 'restwire.sqlite3'));
+      other.prepare('insert into v (n) values (3)').run();
+      other.close();
+      const afterOther = await versioned.dataVersion();
+      expect(afterOther).not.toBe(afterTransaction);
+      expect(await versioned.dataVersion()).toBe(afterOther);
+    } finally {
+      await versioned.close();
+      rmSync(versionFolder, { recursive: true, force: true });
+    }
+  });
+});
