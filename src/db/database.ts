@@ -68,8 +68,8 @@ export async function openStorage(
   return storage;
 }
 
-/** `sqliteVersion`: SQLite's data version token, which its driver keeps (sqlite-driver.ts). */
-function storageOf(db: Kysely<Database>, dialect: Dialect, pool: pg.Pool | null, sqliteVersion?: () => Promise<string>): Storage {
+/** `dataVersion`: how the dialect reads its data version token (`Storage.dataVersion`). */
+function storageOf(db: Kysely<Database>, dialect: Dialect, pool: pg.Pool | null, dataVersion: () => Promise<string>): Storage {
   const committedListeners = new Set<(last: number | null) => void>();
   // The last position each transaction numbered (a group commit's units share one transaction;
   // null when only the commit learns it), told to listeners once it has committed: by then every
@@ -113,12 +113,7 @@ function storageOf(db: Kysely<Database>, dialect: Dialect, pool: pg.Pool | null,
       committedListeners.add(listener);
       return () => committedListeners.delete(listener);
     },
-    dataVersion:
-      sqliteVersion ??
-      (async () => {
-        const { rows } = await db.executeQuery<{ version: string }>(POSTGRES_DATA_VERSION);
-        return rows[0]!.version;
-      }),
+    dataVersion,
     async ping() {
       try {
         await sql`select 1`.execute(db);
@@ -134,8 +129,8 @@ function storageOf(db: Kysely<Database>, dialect: Dialect, pool: pg.Pool | null,
 /** Write batches running at once on PostgreSQL (GroupCommit lanes). */
 const POSTGRES_WRITE_LANES = 4;
 
-// Two statements that see the same snapshot see the same data in every table (MVCC), and every
-// commit changes it. (SQLite's token is its driver's: sqlite-driver.ts, `dataVersion`.)
+// PostgreSQL's data version token: two statements that see the same snapshot see the same data in
+// every table (MVCC), and every commit changes it. (SQLite's is its driver's: sqlite-driver.ts.)
 const POSTGRES_DATA_VERSION = CompiledQuery.raw('select pg_current_snapshot()::text as version');
 
 function openSqlite(dataDir: string): Storage {
@@ -187,5 +182,5 @@ async function openPostgres(connectionString: string): Promise<Storage> {
   pool.on('error', () => {});
   pool.on('connect', (client) => client.on('error', () => {}));
   const db = new Kysely<Database>({ dialect: new PipelinedPostgresDialect({ pool }) });
-  return storageOf(db, 'postgres', pool);
+  return storageOf(db, 'postgres', pool, async () => (await db.executeQuery<{ version: string }>(POSTGRES_DATA_VERSION)).rows[0]!.version);
 }

@@ -27,6 +27,12 @@ export interface WriteUnit {
   readonly rollsBackWhole?: boolean;
 }
 
+/** Runs `callbacks` once the write they follow has committed: now, or after its unit's commit. */
+export function afterCommitOf(unit: WriteUnit | undefined, callbacks: readonly (() => void)[]): void {
+  if (unit) unit.afterCommit.push(...callbacks);
+  else for (const callback of callbacks) callback();
+}
+
 // Nested savepoints may share a name: ROLLBACK TO and RELEASE act on the latest (SQLite and
 // PostgreSQL alike).
 const SAVEPOINT = CompiledQuery.raw('savepoint write_unit');

@@ -5,6 +5,7 @@
 // (404) → the input through its fields (400) → `handle` in one transaction (a GET's only reads).
 
 import type { DynamicDb, Row } from '../../db/dynamic-tables.js';
+import { afterCommitOf } from '../../db/write-unit.js';
 import type { Permission, User } from '../../http/caller.js';
 import { ValidationError, type FieldErrors } from '../../http/errors.js';
 import { MESSAGES } from '../../http/messages.js';
@@ -133,10 +134,7 @@ export function declaredExtraActions(resource: Resource, options: DeclaredAction
     async function runReading(request: ApiRequest): Promise<ActionResult | void> {
       const later: Array<() => void> = [];
       const result = await run(request.unit?.trx ?? db, request, later);
-      for (const then of later) {
-        if (request.unit) request.unit.afterCommit.push(then);
-        else then();
-      }
+      afterCommitOf(request.unit, later);
       return result;
     }
 

@@ -13,7 +13,7 @@
 
 import type { Storage } from '../../db/database.js';
 import type { DynamicDb, Row } from '../../db/dynamic-tables.js';
-import type { WriteUnit } from '../../db/write-unit.js';
+import { afterCommitOf, type WriteUnit } from '../../db/write-unit.js';
 import { columnOf } from '../../db/schema-state.js';
 import { assertRecordMatches } from '../../http/conditional.js';
 import { ValidationError } from '../../http/errors.js';
@@ -491,10 +491,7 @@ export function buildViewSet(resource: Resource, options: ViewSetOptions) {
         const records = await represent(rows, reader, detail, request?.user ?? null);
         return request ? await shownTo(request, rows, records, reader) : records;
       },
-      afterCommit(callback) {
-        if (unit) unit.afterCommit.push(callback);
-        else callback();
-      },
+      afterCommit: (callback) => afterCommitOf(unit, [callback]),
     };
   }
   const actionContext = actionContextOf();

@@ -6,7 +6,7 @@
 import type { CompiledQuery } from 'kysely';
 import type { Storage } from '../../db/database.js';
 import type { DynamicDb, Row } from '../../db/dynamic-tables.js';
-import { inUnit, transactAgainOnConflict, type WriteUnit } from '../../db/write-unit.js';
+import { afterCommitOf, inUnit, transactAgainOnConflict, type WriteUnit } from '../../db/write-unit.js';
 import { columnOf, joinTableOf, uniqueIndexOf } from '../../db/schema-state.js';
 import { Conflict, ValidationError } from '../../http/errors.js';
 import type { Change, ChangeListener, Resource } from '../resource.js';
@@ -132,8 +132,7 @@ export function buildWrites(resource: Resource, options: WritesOptions) {
     } catch (error) {
       throw resource.hooks.constraintError?.(error) ?? constraintError(error) ?? error;
     }
-    if (unit) unit.afterCommit.push(...afterCommit, ...later);
-    else for (const callback of [...afterCommit, ...later]) callback();
+    afterCommitOf(unit, [...afterCommit, ...later]);
     return result;
   }
 
