@@ -60,9 +60,15 @@ const INSERT_BATCH = 1_000;
 // log theirs in one INSERT instead of one each (issue 20).
 const held = new WeakMap<object, NewChange[]>();
 
-/** Holds the changes appended in `trx` from now on, until `releaseChanges` or `stopHoldingChanges`. */
-export function holdChanges(trx: object): void {
+/**
+ * Holds the changes appended in `trx` from now on, until `releaseChanges` or `stopHoldingChanges`.
+ * Returns false, holding nothing anew, when `trx` holds them already (a batch request in a group
+ * commit's transaction): the outer holder appends them.
+ */
+export function holdChanges(trx: object): boolean {
+  if (held.has(trx)) return false;
   held.set(trx, []);
+  return true;
 }
 
 /** Appends the changes held in `trx`, in the order they were made, and holds no more. */

@@ -93,7 +93,7 @@ function storageOf(db: Kysely<Database>, dialect: Dialect, pool: pg.Pool | null,
   // On PostgreSQL a few batches run at once, on connections of their own, so that one batch's
   // statements run while another waits for the counter's lock or its commit's WAL flush; the pool
   // (10) keeps the rest for reads and the two LISTENing connections.
-  const group = new GroupCommit(db, { beforeCommit, lanes: dialect === 'postgres' ? POSTGRES_WRITE_LANES : 1 });
+  const group = new GroupCommit(db, { beforeCommit, lanes: dialect === 'postgres' ? POSTGRES_WRITE_LANES : 1, multiStatement: dialect === 'postgres' });
   return {
     db,
     dialect,

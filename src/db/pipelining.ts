@@ -57,6 +57,25 @@ export async function sendAhead<R>(trx: Executor, query: CompiledQuery<R>): Prom
   return (answer as Promise<QueryResult<R>> | undefined) ?? direct;
 }
 
+/** Queries to send without waiting only if every statement sent before them has answered (`sendIfAnswered`). */
+const onlyIfAnswered = new WeakSet<CompiledQuery>();
+
+/**
+ * Runs `query` in `trx`; on PostgreSQL, within a transaction whose statements have all answered,
+ * resolves as soon as it is sent, with `answer` settling when its own answer arrives (its error is
+ * also thrown by the next awaited statement). Otherwise it waits for the answers before it and its
+ * own, as any statement, and `waited` is true. For a statement that can fail only when something
+ * sent before it did (a savepoint's release): sent early, its failure is its own.
+ */
+export async function sendIfAnswered(trx: Executor, query: CompiledQuery): Promise<{ answer: Promise<unknown>; waited: boolean }> {
+  const copy = CompiledQuery.raw(query.sql, [...query.parameters]);
+  let answer: Promise<unknown> | undefined;
+  marked.set(copy, (sent) => (answer = sent));
+  onlyIfAnswered.add(copy);
+  const direct = await trx.executeQuery(copy);
+  return answer === undefined ? { answer: Promise.resolve(direct), waited: true } : { answer, waited: false };
+}
+
 /** Queries run after a failure (ROLLBACK TO): what was sent before them no longer matters. */
 const discarding = new WeakSet<CompiledQuery>();
 
@@ -196,7 +215,7 @@ class PipelinedConnection implements DatabaseConnection {
     // The inner connection hands the query to the pg client synchronously, so it is on its way
     // (pipeline mode) before anything issued after this call.
     const answer = this.inner.executeQuery<R>(query);
-    if (sink !== undefined && this.#inTransaction) {
+    if (sink !== undefined && this.#inTransaction && (this.#outstanding.length === 0 || !onlyIfAnswered.has(query))) {
       answer.catch(ignore);
       this.#outstanding.push(answer);
       sink?.(answer as Promise<QueryResult<unknown>>);

@@ -124,14 +124,15 @@ export function batchView({ storage, views, charge }: BatchOptions): View {
   }
 
   async function runAll(request: ApiRequest, items: readonly BatchItem[], unit: WriteUnit): Promise<BatchAnswer[]> {
-    // The batch's changes are logged in one statement at its end (issue 20), or not at all.
-    holdChanges(unit.trx);
+    // The batch's changes are logged in one statement at its end (issue 20), or not at all; with
+    // those of the group commit it joined, if that holds them (db/group-commit.ts).
+    const holding = holdChanges(unit.trx);
     try {
       const answers = await runEach(request, items, unit);
-      await releaseChanges(unit.trx);
+      if (holding) await releaseChanges(unit.trx);
       return answers;
     } finally {
-      stopHoldingChanges(unit.trx);
+      if (holding) stopHoldingChanges(unit.trx);
     }
   }
 
