@@ -184,8 +184,9 @@ const ANNOUNCE = CompiledQuery.raw(`select pg_notify('${CHANNEL}', '')`);
 
 /** Inside the transaction that enqueued work: wakes listening workers once it commits (PostgreSQL). */
 export async function announceDeliveries(storage: Storage, trx: Transaction<Database> | Kysely<Database>): Promise<void> {
-  // Within a write's transaction, sent with what follows it (db/pipelining.ts).
-  if (storage.dialect === 'postgres') await sendLater(trx, ANNOUNCE);
+  // Within a write's transaction, sent with what follows it (db/pipelining.ts); only a fault of
+  // the transaction can fail it.
+  if (storage.dialect === 'postgres') await sendLater(trx, ANNOUNCE, { failsAlone: false });
 }
 
 /**

@@ -1,18 +1,18 @@
 // The stored responses of Idempotency-Key requests (REQUESTS.md §1), and the one dialect
 // difference in handling them: how a key being processed is held against other processes.
 //
-// A keyed request costs two statements more than the same request without a key (issue 20: the
-// keyed POST was half as fast with four more): `claimKey` at the start of the write's transaction
-// (holds the key and reads what is stored under it, in one statement) and `storeResponse` at its
-// end. Both are written once per dialect here rather than built with Kysely per request, which
-// cost more than running them. Only the claim is waited for: the store goes out with the commit
-// (PostgreSQL pipelining, pipelining.ts), so a keyed write waits one round trip more than a plain
-// one, not two.
+// A keyed request costs two statements more than the same request without a key on SQLite, three
+// on PostgreSQL (issue 20: the keyed POST was half as fast with four more): `claimKey` at the
+// start of the write's transaction (holds the key and reads what is stored under it: one
+// statement on SQLite, two sent together on PostgreSQL) and `storeResponse` at its end. They are
+// written once per dialect here rather than built with Kysely per request, which cost more than
+// running them. Only the claim is waited for: the store goes out with what follows (PostgreSQL
+// pipelining, pipelining.ts), so a keyed write waits one round trip more than a plain one, not two.
 
 import { createHash } from 'node:crypto';
 import { CompiledQuery, type Kysely } from 'kysely';
 import type { Dialect } from './database.js';
-import { sendLater } from './pipelining.js';
+import { sendAhead, sendLater } from './pipelining.js';
 import type { DynamicDb } from './dynamic-tables.js';
 import type { Database, IdempotencyKeysTable } from './schema.js';
 
@@ -41,11 +41,14 @@ const STATEMENTS = {
   },
   postgres: {
     // A transaction-level advisory lock, which ends with the transaction, or with its connection
-    // when the process is killed. Taken in the statement that reads the key, whose snapshot may
-    // be older than the lock: a response committed between the two fails `store` (the key is
-    // taken) at commit, and the request rolls back and replays it (`isStoredMeanwhile`). Holding
-    // the lock, the claim also removes an expired response not yet pruned, so `store` is a plain
-    // insert that no unexpired response survives.
+    // when the process is killed, and only once its commit is visible to new snapshots. `lock`
+    // takes it, and `claim`, sent in the same round trip, reads the key in a snapshot taken after
+    // it: every response stored under the key by an earlier holder is seen there. So `store`, made
+    // under the lock, cannot find the key taken, and it goes out without holding up the
+    // transaction's next write (`failsAlone: false`, pipelining.ts). `claim` takes the lock again
+    // (advisory locks nest within a session) so that it removes an expired response not yet
+    // pruned only under the lock, and `store` is a plain insert that no unexpired response survives.
+    lock: 'select pg_try_advisory_xact_lock($1::bigint) as held',
     claim: `with claim as (select pg_try_advisory_xact_lock($1::bigint) as held),
       expired as (delete from idempotency_keys where user_id = $2 and key = $3 and expires_at <= $4 and (select held from claim))
       select claim.held, k.request_hash, k.status, k.headers, k.body
@@ -65,9 +68,15 @@ export async function claimKey(dialect: Dialect, trx: DynamicDb, userId: number,
     return { held: true, stored: rows[0] ?? null };
   }
   // 64 bits of the SHA-256 of user and key: a collision only makes one request wait its turn (409).
-  const lock = createHash('sha256').update(`${userId}\n${key}`).digest().readBigInt64BE(0);
-  const { rows } = await trx.executeQuery<StoredAnswer & { held: boolean }>(CompiledQuery.raw(STATEMENTS.postgres.claim, [lock.toString(), userId, key, now]));
-  const { held, ...stored } = rows[0]!;
+  const lock = createHash('sha256').update(`${userId}\n${key}`).digest().readBigInt64BE(0).toString();
+  const locked = sendAhead(trx, CompiledQuery.raw(STATEMENTS.postgres.lock, [lock]) as CompiledQuery<{ held: boolean }>);
+  // Awaited after the claim; if the claim fails first, its error is the one thrown.
+  locked.catch(() => {});
+  const { rows } = await trx.executeQuery<StoredAnswer & { held: boolean }>(CompiledQuery.raw(STATEMENTS.postgres.claim, [lock, userId, key, now]));
+  // Held by the first statement, or not at all: one held only since the second might have been
+  // let go by a transaction whose response that statement's snapshot is too old to see.
+  const held = (await locked).rows[0]!.held;
+  const { held: _again, ...stored } = rows[0]!;
   return { held, stored: stored.request_hash === null ? null : stored };
 }
 
@@ -79,15 +88,19 @@ export async function findStoredResponse(dialect: Dialect, executor: DynamicDb, 
 
 /**
  * Stores a response in `trx`, after `claimKey` held the key and found none. On PostgreSQL it is
- * sent without waiting (pipelining.ts): if another process stored one since the claim's snapshot,
- * the transaction's commit fails with an error `isStoredMeanwhile` recognises, and nothing commits.
+ * sent without waiting (pipelining.ts); under the claim's lock no other transaction can have
+ * stored one meanwhile.
  */
 export async function storeResponse(dialect: Dialect, trx: DynamicDb, row: StoredResponse): Promise<void> {
   const parameters = STORED_COLUMNS.map((column) => row[column]);
-  await sendLater(trx, CompiledQuery.raw(STATEMENTS[dialect].store, parameters));
+  await sendLater(trx, CompiledQuery.raw(STATEMENTS[dialect].store, parameters), { failsAlone: false });
 }
 
-/** Whether `error` says a response was stored under the key by another process after `claimKey` (PostgreSQL). */
+/**
+ * Whether `error` says a response was stored under the key by another transaction after
+ * `claimKey` (PostgreSQL): not expected under the claim's lock, and answered by a replay if it
+ * happens (a process of an older restwire, whose claim could miss it).
+ */
 export function isStoredMeanwhile(error: unknown): boolean {
   const { code, constraint } = (error ?? {}) as { code?: unknown; constraint?: unknown };
   return code === '23505' && constraint === 'idempotency_keys_pkey';

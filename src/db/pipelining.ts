@@ -35,13 +35,20 @@ const marked = new WeakMap<CompiledQuery, Sink>();
 const EMPTY: QueryResult<never> = { rows: [] };
 const ignore = () => {};
 
+/** Statements sent without waiting that only a fault of the transaction can fail (`sendLater`'s `failsAlone: false`). */
+const failingOnlyWithTransaction = new WeakSet<CompiledQuery>();
+
 /**
  * Runs `query` in `trx`; on PostgreSQL, within a transaction, resolves as soon as it is sent. Its
- * error is thrown by the transaction's next awaited statement or its commit.
+ * error is thrown by the transaction's next awaited statement or its commit. `failsAlone: false`
+ * says nothing the write did can make it fail, only a fault of the transaction (a NOTIFY, a row
+ * no other transaction can write meanwhile): a release sent by `sendIfAnswered` need not wait
+ * for it.
  */
-export async function sendLater(trx: Executor, query: CompiledQuery): Promise<void> {
+export async function sendLater(trx: Executor, query: CompiledQuery, { failsAlone = true }: { failsAlone?: boolean } = {}): Promise<void> {
   const copy = CompiledQuery.raw(query.sql, [...query.parameters]);
   marked.set(copy, null);
+  if (!failsAlone) failingOnlyWithTransaction.add(copy);
   await trx.executeQuery(copy);
 }
 
@@ -61,11 +68,12 @@ export async function sendAhead<R>(trx: Executor, query: CompiledQuery<R>): Prom
 const onlyIfAnswered = new WeakSet<CompiledQuery>();
 
 /**
- * Runs `query` in `trx`; on PostgreSQL, within a transaction whose statements have all answered,
- * resolves as soon as it is sent, with `answer` settling when its own answer arrives (its error is
- * also thrown by the next awaited statement). Otherwise it waits for the answers before it and its
- * own, as any statement, and `waited` is true. For a statement that can fail only when something
- * sent before it did (a savepoint's release): sent early, its failure is its own.
+ * Runs `query` in `trx`; on PostgreSQL, within a transaction whose statements have all answered
+ * (but those sent with `failsAlone: false`), resolves as soon as it is sent, with `answer`
+ * settling when its own answer arrives (its error is also thrown by the next awaited statement).
+ * Otherwise it waits for the answers before it and its own, as any statement, and `waited` is
+ * true. For a statement that can fail only when something sent before it did (a savepoint's
+ * release): sent early, its failure is its own, or the transaction's.
  */
 export async function sendIfAnswered(trx: Executor, query: CompiledQuery): Promise<{ answer: Promise<unknown>; waited: boolean }> {
   const copy = CompiledQuery.raw(query.sql, [...query.parameters]);
@@ -205,6 +213,8 @@ class PipelinedConnection implements DatabaseConnection {
   #inSetTransaction = false;
   /** Statements sent and not yet awaited: the next awaited one (or the commit) throws their error. */
   #outstanding: Promise<unknown>[] = [];
+  /** How many of `#outstanding` the write's own doing may fail (all but `failsAlone: false` ones). */
+  #mayFailAlone = 0;
 
   constructor(inner: DatabaseConnection) {
     this.inner = inner;
@@ -215,13 +225,15 @@ class PipelinedConnection implements DatabaseConnection {
     // The inner connection hands the query to the pg client synchronously, so it is on its way
     // (pipeline mode) before anything issued after this call.
     const answer = this.inner.executeQuery<R>(query);
-    if (sink !== undefined && this.#inTransaction && (this.#outstanding.length === 0 || !onlyIfAnswered.has(query))) {
+    if (sink !== undefined && this.#inTransaction && (this.#mayFailAlone === 0 || !onlyIfAnswered.has(query))) {
       answer.catch(ignore);
       this.#outstanding.push(answer);
+      if (!failingOnlyWithTransaction.has(query)) this.#mayFailAlone++;
       sink?.(answer as Promise<QueryResult<unknown>>);
       return EMPTY;
     }
     if (discarding.has(query)) this.#outstanding = [];
+    this.#mayFailAlone = 0;
     if (this.#outstanding.length > 0) {
       const earlier = this.#outstanding;
       this.#outstanding = [];
@@ -264,6 +276,7 @@ class PipelinedConnection implements DatabaseConnection {
     this.#inTransaction = false;
     this.#inSetTransaction = false;
     this.#outstanding = [];
+    this.#mayFailAlone = 0;
   }
 }
 
