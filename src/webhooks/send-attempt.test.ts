@@ -136,6 +136,13 @@ describe('sendAttempt', () => {
     });
   });
 
+  it('sends to the path and query string of the target URL as they are', async () => {
+    const outcome = await send('/hooks/in?token=a%2Fb&team=1');
+    // The receiver answers 404 to any path it does not know: the request reached the path asked for.
+    expect(outcome).toMatchObject({ statusCode: 404 });
+    expect(received.get('/hooks/in?token=a%2Fb&team=1')?.body).toBe(body);
+  });
+
   it('counts any 2xx as delivered', async () => {
     expect(await send('/accepted')).toMatchObject({ ok: true, statusCode: 202, error: null });
   });
