@@ -145,25 +145,21 @@ export class GroupCommit<DB> {
         // The units' changes are logged in one statement after the last unit, not one each (a
         // unit that fails drops its own).
         holdChanges(trx);
-        // Whether this unit's savepoint was set with the last unit's release, and the answer to
-        // that pair if it was sent without waiting (PostgreSQL, `sendIfAnswered`).
-        let savepointSet = false;
-        let sentEarly: Promise<unknown> | null = null;
+        // The next unit's savepoint, when it was set with the last unit's release (PostgreSQL):
+        // `early` is the answer to that pair if it went without waiting (`sendIfAnswered`).
+        let setWithRelease: { early: Promise<unknown> | null } | null = null;
         for (const [index, unit] of batch.entries()) {
+          const savepoint = setWithRelease;
+          setWithRelease = null;
           // On PostgreSQL the savepoint rides with the unit's first statement (pipelining.ts).
-          if (!savepointSet) await sendLater(trx, SAVEPOINT);
-          const savepointSentEarly = savepointSet ? sentEarly : null;
-          savepointSet = false;
-          sentEarly = null;
+          if (savepoint === null) await sendLater(trx, SAVEPOINT);
           const changesBefore = heldChangeCount(trx);
           try {
             const value = await unit.work(trx);
             if (this.#multiStatement && index < batch.length - 1) {
               // Whatever the unit sent without waiting must fail here, in its own savepoint, never
               // in the next unit's: the release waits for those answers, unless all have come.
-              const release = await sendIfAnswered(trx, RELEASE_AND_SAVEPOINT);
-              savepointSet = true;
-              sentEarly = release.waited ? null : release.answer;
+              setWithRelease = await sendIfAnswered(trx, RELEASE_AND_SAVEPOINT);
             } else {
               await trx.executeQuery(RELEASE);
             }
@@ -171,7 +167,7 @@ export class GroupCommit<DB> {
           } catch (error) {
             // A savepoint set with the last unit's release, which failed, is not this unit's:
             // rolling back to it would undo a unit told it succeeded. The transaction has failed.
-            if (savepointSentEarly && !(await savepointSentEarly.then(() => true, () => false))) throw error;
+            if (savepoint?.early && !(await savepoint.early.then(() => true, () => false))) throw error;
             dropHeldChanges(trx, changesBefore);
             try {
               await afterFailure(trx, ROLLBACK_TO);

@@ -51,7 +51,7 @@ const STATEMENTS = {
     lock: 'select pg_try_advisory_xact_lock($1::bigint) as held',
     claim: `with claim as (select pg_try_advisory_xact_lock($1::bigint) as held),
       expired as (delete from idempotency_keys where user_id = $2 and key = $3 and expires_at <= $4 and (select held from claim))
-      select claim.held, k.request_hash, k.status, k.headers, k.body
+      select k.request_hash, k.status, k.headers, k.body
       from claim left join idempotency_keys k on k.user_id = $2 and k.key = $3 and k.expires_at > $4`,
     find: `select ${ANSWER_COLUMNS} from idempotency_keys where user_id = $1 and key = $2 and expires_at > $3`,
     store: `insert into idempotency_keys (${STORED_COLUMNS.join(', ')}) values (${STORED_COLUMNS.map((_, index) => `$${index + 1}`).join(', ')})`,
@@ -72,11 +72,11 @@ export async function claimKey(dialect: Dialect, trx: DynamicDb, userId: number,
   const locked = sendAhead(trx, CompiledQuery.raw(STATEMENTS.postgres.lock, [lock]) as CompiledQuery<{ held: boolean }>);
   // Awaited after the claim; if the claim fails first, its error is the one thrown.
   locked.catch(() => {});
-  const { rows } = await trx.executeQuery<StoredAnswer & { held: boolean }>(CompiledQuery.raw(STATEMENTS.postgres.claim, [lock, userId, key, now]));
+  const { rows } = await trx.executeQuery<StoredAnswer>(CompiledQuery.raw(STATEMENTS.postgres.claim, [lock, userId, key, now]));
   // Held by the first statement, or not at all: one held only since the second might have been
   // let go by a transaction whose response that statement's snapshot is too old to see.
   const held = (await locked).rows[0]!.held;
-  const { held: _again, ...stored } = rows[0]!;
+  const stored = rows[0]!;
   return { held, stored: stored.request_hash === null ? null : stored };
 }
 

@@ -69,19 +69,20 @@ const onlyIfAnswered = new WeakSet<CompiledQuery>();
 
 /**
  * Runs `query` in `trx`; on PostgreSQL, within a transaction whose statements have all answered
- * (but those sent with `failsAlone: false`), resolves as soon as it is sent, with `answer`
- * settling when its own answer arrives (its error is also thrown by the next awaited statement).
- * Otherwise it waits for the answers before it and its own, as any statement, and `waited` is
- * true. For a statement that can fail only when something sent before it did (a savepoint's
- * release): sent early, its failure is its own, or the transaction's.
+ * (but those sent with `failsAlone: false`), resolves as soon as it is sent, with `early` the
+ * promise of its answer (its error is also thrown by the next awaited statement). Otherwise it
+ * waits for the answers before it and its own, as any statement, and `early` is null. For a
+ * statement that can fail only when something sent before it did (a savepoint's release): sent
+ * early, its failure is its own, or the transaction's. (The answer is wrapped: an async
+ * function's result that is a promise is waited for.)
  */
-export async function sendIfAnswered(trx: Executor, query: CompiledQuery): Promise<{ answer: Promise<unknown>; waited: boolean }> {
+export async function sendIfAnswered(trx: Executor, query: CompiledQuery): Promise<{ early: Promise<unknown> | null }> {
   const copy = CompiledQuery.raw(query.sql, [...query.parameters]);
-  let answer: Promise<unknown> | undefined;
-  marked.set(copy, (sent) => (answer = sent));
+  const sent: { early: Promise<unknown> | null } = { early: null };
+  marked.set(copy, (answer) => (sent.early = answer));
   onlyIfAnswered.add(copy);
-  const direct = await trx.executeQuery(copy);
-  return answer === undefined ? { answer: Promise.resolve(direct), waited: true } : { answer, waited: false };
+  await trx.executeQuery(copy);
+  return sent;
 }
 
 /** Queries run after a failure (ROLLBACK TO): what was sent before them no longer matters. */
